@@ -1,0 +1,264 @@
+// sluice: the command-line client of include/sluice/sluice.h.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "sluice/sluice.h"
+
+namespace {
+
+struct Common {
+    int threads = 0;
+    std::string backend = "auto";
+    bool verify = false;
+    int chunk = 0;
+    int ctx_len = 0;
+};
+
+void add_common(CLI::App *app, Common *c) {
+    app->add_option("--threads,-t", c->threads, "worker threads (0 = all CPUs)")->check(CLI::Range(0, 1024));
+    app->add_option("--backend", c->backend, "kernel path: auto, scalar, avx2, avx512")
+        ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
+    app->add_flag("--verify", c->verify, "check the CRC32 of every expert record read");
+    app->add_option("--chunk", c->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
+    app->add_option("--ctx", c->ctx_len, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
+}
+
+sluice_config to_config(const Common &c) {
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.n_threads = c.threads;
+    cfg.backend = c.backend == "scalar"   ? SLUICE_BACKEND_SCALAR
+                  : c.backend == "avx2"   ? SLUICE_BACKEND_AVX2
+                  : c.backend == "avx512" ? SLUICE_BACKEND_AVX512
+                                          : SLUICE_BACKEND_AUTO;
+    cfg.verify_records = c.verify ? 1 : 0;
+    cfg.prefill_chunk = c.chunk;
+    cfg.max_context = c.ctx_len;
+    return cfg;
+}
+
+// Opens or reports; exit code 1 for a model that cannot be opened.
+sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
+    sluice_ctx *ctx = nullptr;
+    sluice_status st = sluice_open(path.c_str(), &cfg, &ctx);
+    if (st != SLUICE_OK) {
+        std::fprintf(stderr, "sluice: cannot open %s: %s: %s\n", path.c_str(), sluice_status_name(st),
+                     sluice_last_error(ctx));
+        sluice_close(ctx);
+        return nullptr;
+    }
+    return ctx;
+}
+
+bool parse_ids(const std::string &s, std::vector<int32_t> *ids, std::string *err) {
+    size_t i = 0;
+    while (i < s.size()) {
+        size_t j = s.find(',', i);
+        if (j == std::string::npos) j = s.size();
+        std::string tok = s.substr(i, j - i);
+        tok.erase(0, tok.find_first_not_of(" \t"));
+        tok.erase(tok.find_last_not_of(" \t") + 1);
+        if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 9) {
+            *err = "--ids: '" + tok + "' is not a token id (expected non-negative integers separated by commas)";
+            return false;
+        }
+        ids->push_back((int32_t)std::stol(tok));
+        i = j + 1;
+    }
+    if (ids->empty()) {
+        *err = "--ids: no token ids given";
+        return false;
+    }
+    return true;
+}
+
+int cmd_info(const std::string &model, const Common &c, bool json, bool fingerprint) {
+    sluice_ctx *ctx = open_or_report(model, to_config(c));
+    if (!ctx) return 1;
+    if (fingerprint) {
+        size_t n = sluice_fingerprint(ctx, nullptr, 0);
+        std::string buf(n, '\0');
+        sluice_fingerprint(ctx, buf.data(), n);
+        buf.resize(n ? n - 1 : 0);
+        std::printf("%s\n", buf.c_str());
+        sluice_close(ctx);
+        return 0;
+    }
+    sluice_info in;
+    sluice_info_get(ctx, &in);
+    if (json) {
+        std::printf(
+            "{\"family\":\"%s\",\"arch\":\"%s\",\"layers\":%d,\"kda_layers\":%d,\"mla_layers\":%d,\"moe_layers\":%d,"
+            "\"experts\":%d,\"top_k\":%d,\"shared_experts\":%d,\"hidden\":%d,\"vocab\":%d,\"attn_res_block\":%d,"
+            "\"total_params\":%llu,\"active_params\":%llu,\"trunk_bytes\":%llu,\"expert_bytes\":%llu,"
+            "\"trunk_formats\":\"%s\",\"expert_format\":\"%s\",\"expert_stages\":%d,\"expert_entries\":%d,"
+            "\"expert_index_bits\":%d,\"backend\":\"%s\",\"threads\":%d}\n",
+            in.family, in.arch, in.n_layers, in.n_kda_layers, in.n_mla_layers, in.n_moe_layers, in.n_experts,
+            in.top_k, in.n_shared_experts, in.hidden, in.vocab, in.attn_res_block,
+            (unsigned long long)in.total_params, (unsigned long long)in.active_params,
+            (unsigned long long)in.trunk_bytes, (unsigned long long)in.expert_bytes, in.trunk_formats,
+            in.expert_format, in.expert_stages, in.expert_entries, in.expert_index_bits, in.backend, in.n_threads);
+    } else {
+        std::printf("model:          %s\n", model.c_str());
+        std::printf("family:         %s (%s)\n", in.family, in.arch[0] ? in.arch : "architecture not recorded");
+        std::printf("layers:         %d (%d KDA, %d MLA; %d MoE)\n", in.n_layers, in.n_kda_layers, in.n_mla_layers,
+                    in.n_moe_layers);
+        std::printf("experts:        %d routed, top-%d, %d shared\n", in.n_experts, in.top_k, in.n_shared_experts);
+        std::printf("hidden / vocab: %d / %d\n", in.hidden, in.vocab);
+        if (in.attn_res_block) std::printf("attn residuals: block %d\n", in.attn_res_block);
+        std::printf("parameters:     %.4g total, %.4g active per token\n", (double)in.total_params,
+                    (double)in.active_params);
+        std::printf("trunk:          %s, %.2f MiB\n", in.trunk_formats, in.trunk_bytes / 1048576.0);
+        std::printf("experts:        %s (%d stages x %d entries, %d-bit codes), %.2f MiB\n", in.expert_format,
+                    in.expert_stages, in.expert_entries, in.expert_index_bits, in.expert_bytes / 1048576.0);
+        std::printf("backend:        %s, %d threads\n", in.backend, in.n_threads);
+    }
+    sluice_close(ctx);
+    return 0;
+}
+
+bool write_f32(const std::string &path, const std::vector<float> &v) {
+    // Write to a temporary name and rename, so a failure never leaves a
+    // partial file that looks complete.
+    std::string tmp = path + ".tmp";
+    FILE *f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return false;
+    bool ok = std::fwrite(v.data(), 4, v.size(), f) == v.size();
+    ok = (std::fclose(f) == 0) && ok;
+    if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+    if (!ok) std::remove(tmp.c_str());
+    return ok;
+}
+
+int cmd_logits(const std::string &model, const Common &c, const std::string &ids_s, const std::string &out,
+               bool chunked, const std::string &trace_dir) {
+    std::vector<int32_t> ids;
+    std::string err;
+    if (!parse_ids(ids_s, &ids, &err)) {
+        std::fprintf(stderr, "sluice logits: %s\n", err.c_str());
+        return 2;
+    }
+    Common cc = c;
+    if (!chunked && cc.chunk == 0) cc.chunk = 1;  // token at a time unless --chunked
+    sluice_ctx *ctx = open_or_report(model, to_config(cc));
+    if (!ctx) return 1;
+    const int V = sluice_n_vocab(ctx);
+    sluice::TraceWriter tw;
+    if (!trace_dir.empty()) {
+        if (!tw.begin(trace_dir, (int)ids.size(), &err)) {
+            std::fprintf(stderr, "sluice logits: %s\n", err.c_str());
+            sluice_close(ctx);
+            return 1;
+        }
+        sluice_set_trace(ctx, sluice::TraceWriter::callback, &tw);
+    }
+    std::vector<float> all((size_t)V * ids.size());
+    sluice_status st = sluice_eval_all(ctx, ids.data(), ids.size(), all.data());
+    if (st != SLUICE_OK) {
+        std::fprintf(stderr, "sluice logits: %s: %s\n", sluice_status_name(st), sluice_last_error(ctx));
+        sluice_close(ctx);
+        return 1;
+    }
+    std::vector<float> last(all.end() - V, all.end());
+    int rc = 0;
+    if (!out.empty() && !write_f32(out, last)) {
+        std::fprintf(stderr, "sluice logits: cannot write %s\n", out.c_str());
+        rc = 1;
+    }
+    if (!trace_dir.empty() && !tw.finish(all, V, "sluice " SLUICE_VERSION_STRING, &err)) {
+        std::fprintf(stderr, "sluice logits: %s\n", err.c_str());
+        rc = 1;
+    }
+    if (out.empty() && trace_dir.empty()) {
+        int arg = (int)(std::max_element(last.begin(), last.end()) - last.begin());
+        std::printf("argmax %d logit %.6f\n", arg, last[(size_t)arg]);
+    }
+    sluice_close(ctx);
+    return rc;
+}
+
+int cmd_generate(const std::string &model, const Common &c, const std::string &ids_s, int n_new) {
+    std::vector<int32_t> ids;
+    std::string err;
+    if (!parse_ids(ids_s, &ids, &err)) {
+        std::fprintf(stderr, "sluice generate: %s\n", err.c_str());
+        return 2;
+    }
+    sluice_ctx *ctx = open_or_report(model, to_config(c));
+    if (!ctx) return 1;
+    const int V = sluice_n_vocab(ctx);
+    std::vector<float> logits((size_t)V);
+    auto t0 = std::chrono::steady_clock::now();
+    sluice_status st = sluice_eval(ctx, ids.data(), ids.size(), logits.data());
+    auto t1 = std::chrono::steady_clock::now();
+    int produced = 0;
+    for (int i = 0; st == SLUICE_OK && i < n_new; i++) {
+        int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        std::printf("%d\n", next);
+        std::fflush(stdout);
+        produced++;
+        if (i + 1 < n_new) st = sluice_eval(ctx, &next, 1, logits.data());
+    }
+    auto t2 = std::chrono::steady_clock::now();
+    if (st != SLUICE_OK) {
+        std::fprintf(stderr, "sluice generate: %s: %s\n", sluice_status_name(st), sluice_last_error(ctx));
+        sluice_close(ctx);
+        return 1;
+    }
+    double pf = std::chrono::duration<double>(t1 - t0).count(), dec = std::chrono::duration<double>(t2 - t1).count();
+    std::fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
+                 ids.size(), pf, ids.size() / std::max(pf, 1e-9), produced, dec, produced / std::max(dec, 1e-9));
+    sluice_close(ctx);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
+    app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
+    app.require_subcommand(1);
+
+    Common common;
+    std::string model, ids, out, trace;
+    bool json = false, fingerprint = false, chunked = false;
+    int n = 16;
+
+    auto *info = app.add_subcommand("info", "describe a container");
+    info->add_option("model", model, "container directory")->required();
+    info->add_flag("--json", json, "print JSON");
+    info->add_flag("--fingerprint", fingerprint, "print the container fingerprint as JSON");
+    add_common(info, &common);
+
+    auto *lg = app.add_subcommand("logits", "write the last position's logits as V little-endian float32");
+    lg->add_option("model", model, "container directory")->required();
+    lg->add_option("--ids", ids, "comma-separated token ids")->required();
+    lg->add_option("--out,-o", out, "output file");
+    lg->add_flag("--chunked", chunked, "chunked prefill instead of one token at a time");
+    lg->add_option("--trace", trace, "write per-layer hidden states to this directory");
+    add_common(lg, &common);
+
+    auto *gen = app.add_subcommand("generate", "greedy decoding from token ids");
+    gen->add_option("model", model, "container directory")->required();
+    gen->add_option("--ids", ids, "comma-separated prompt token ids")->required();
+    gen->add_option("-n", n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+    add_common(gen, &common);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        int rc = app.exit(e);
+        return rc == 0 ? 0 : 2;  // usage errors exit 2
+    }
+    if (*info) return cmd_info(model, common, json, fingerprint);
+    if (*lg) return cmd_logits(model, common, ids, out, chunked, trace);
+    if (*gen) return cmd_generate(model, common, ids, n);
+    return 2;
+}

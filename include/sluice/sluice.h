@@ -1,0 +1,131 @@
+/*
+ * sluice: run large mixture-of-experts models from a WASTE v0 container.
+ *
+ * This header is the whole public surface. The CLI and the server are
+ * clients of it. Rules that hold for every function:
+ *   - a context is opaque and owns all state; there is no global state;
+ *   - errors are returned as sluice_status and described by
+ *     sluice_last_error(ctx); nothing is printed and nothing exits;
+ *   - a context is not thread-safe: use one per thread, or serialise.
+ */
+#ifndef SLUICE_SLUICE_H
+#define SLUICE_SLUICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_VERSION_STRING "0.1.0"
+
+typedef enum sluice_status {
+    SLUICE_OK = 0,
+    SLUICE_E_ARG = 1,         /* a bad argument from the caller */
+    SLUICE_E_IO = 2,          /* a file is missing, unreadable, short or damaged */
+    SLUICE_E_FORMAT = 3,      /* a container violates FORMAT.md */
+    SLUICE_E_UNSUPPORTED = 4, /* a valid configuration this engine does not implement */
+    SLUICE_E_NOMEM = 5,       /* allocation failed, or a RAM budget was exceeded */
+    SLUICE_E_STATE = 6,       /* the call is not valid in the context's state */
+    SLUICE_E_RANGE = 7        /* a token id or length out of range */
+} sluice_status;
+
+typedef enum sluice_backend {
+    SLUICE_BACKEND_AUTO = 0,   /* best SIMD path the CPU supports; SLUICE_BACKEND env overrides */
+    SLUICE_BACKEND_SCALAR = 1, /* portable scalar kernels */
+    SLUICE_BACKEND_AVX2 = 2,
+    SLUICE_BACKEND_AVX512 = 3
+} sluice_backend;
+
+typedef struct sluice_config {
+    uint32_t struct_size;   /* sizeof(sluice_config): lets the struct grow */
+    int32_t n_threads;      /* worker threads for kernels; 0 = number of CPUs */
+    int32_t backend;        /* sluice_backend */
+    int32_t verify_records; /* non-zero: check the CRC32 of every expert record read */
+    int32_t prefill_chunk;  /* tokens per prefill chunk; 1 = token at a time; 0 = default (64) */
+    int32_t max_context;    /* positions a session may hold; 0 = default (4096) */
+} sluice_config;
+
+typedef struct sluice_ctx sluice_ctx;
+
+typedef struct sluice_info {
+    char family[32];        /* "kimi-linear", "kimi-k3" or "deepseek-v3" */
+    char arch[96];          /* the release's architecture name, if recorded */
+    int32_t n_layers;
+    int32_t n_kda_layers;
+    int32_t n_mla_layers;
+    int32_t n_moe_layers;
+    int32_t n_experts;      /* routed experts per MoE layer */
+    int32_t top_k;
+    int32_t n_shared_experts;
+    int32_t hidden;
+    int32_t vocab;
+    int32_t attn_res_block;
+    uint64_t total_params;  /* every parameter the text model uses */
+    uint64_t active_params; /* parameters touched per token */
+    uint64_t trunk_bytes;   /* bytes of trunk tensors the text model uses */
+    uint64_t expert_bytes;  /* bytes of all expert banks */
+    char trunk_formats[32]; /* e.g. "Q4G/Q8G/F32": distinct formats, largest share first */
+    char expert_format[8];  /* "VQ3R", "VQ2R", "VQ4P" */
+    int32_t expert_stages;
+    int32_t expert_entries;
+    int32_t expert_index_bits;
+    char backend[16];       /* kernel path in use: "scalar", "avx2", "avx512" */
+    int32_t n_threads;
+} sluice_info;
+
+/* Fills *cfg with defaults. */
+void sluice_config_default(sluice_config *cfg);
+
+/*
+ * Opens the container directory at path. cfg may be NULL for defaults.
+ * Like sqlite3_open, *out receives a context even on failure (unless memory
+ * runs out), so sluice_last_error(*out) can explain; close it either way.
+ */
+sluice_status sluice_open(const char *path, const sluice_config *cfg, sluice_ctx **out);
+void sluice_close(sluice_ctx *ctx);
+
+/* The detail of the last error: names the file, tensor or record. Never NULL. */
+const char *sluice_last_error(const sluice_ctx *ctx);
+/* A short fixed name for a status code. */
+const char *sluice_status_name(sluice_status s);
+
+sluice_status sluice_info_get(sluice_ctx *ctx, sluice_info *out);
+
+/* Number of logits per position (the vocabulary size). */
+int32_t sluice_n_vocab(const sluice_ctx *ctx);
+/* Position of the next token in the session. */
+int32_t sluice_n_past(const sluice_ctx *ctx);
+
+/*
+ * Feeds n tokens at the session's current position and advances it.
+ * logits_out, if not NULL, receives the vocab logits of the last position.
+ * On error the session is left as it was before the call.
+ */
+sluice_status sluice_eval(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
+/* As sluice_eval, but logits_out receives n x vocab logits, one row per position. */
+sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
+/* Forgets the session: position 0, all state zero. */
+sluice_status sluice_reset(sluice_ctx *ctx);
+
+/*
+ * Trace hook: called during sluice_eval for each layer's hidden states.
+ * stage is "embed", "attn" (residual stream after the mixer), "ffn" (after
+ * the FFN) or "final" (after the output aggregation, before the final norm).
+ * layer is -1 for "embed" and "final". data holds n_tokens x hidden floats.
+ * Pass NULL to turn tracing off. Tracing forces token-at-a-time evaluation
+ * of nothing: the values are those of the path in use.
+ */
+typedef void (*sluice_trace_fn)(void *user, int32_t layer, const char *stage, int32_t pos,
+                                const float *data, int32_t hidden);
+sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user);
+
+/* Writes the container fingerprint (provenance JSON) into buf; returns bytes needed incl. NUL. */
+size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_SLUICE_H */

@@ -1,0 +1,73 @@
+#include "api/fingerprint.h"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace sluice {
+namespace {
+
+void add_tensor(const QTensor &t, std::map<std::string, uint64_t> *fmt_bytes, uint64_t *bytes) {
+    uint64_t b = (uint64_t)(t.rows * t.rowbytes) + 2 * t.scales.size();
+    (*fmt_bytes)[qfmt_name(t.fmt)] += b;
+    *bytes += b;
+}
+
+}  // namespace
+
+ModelSummary summarize(const Engine &e) {
+    const ModelConfig &c = e.config();
+    const Manifest &m = e.container().manifest();
+    ModelSummary s;
+    s.arch = c.arch_name.empty() ? m.arch : c.arch_name;
+    if (c.attn_res_block > 0 || c.r_lat > 0 || !m.tensor_prefix.empty()) s.family = "kimi-k3";
+    else if (std::find(c.is_kda.begin(), c.is_kda.end(), true) != c.is_kda.end()) s.family = "kimi-linear";
+    else s.family = "deepseek-v3";
+    for (int L = 0; L < c.n_layers; L++) {
+        s.n_kda += c.is_kda[(size_t)L] ? 1 : 0;
+        s.n_moe += c.is_moe_layer(L) ? 1 : 0;
+    }
+    // Trunk formats by bytes, largest share first, from the manifest entries
+    // the text model uses.
+    std::map<std::string, uint64_t> fmt_bytes;
+    const char *names[8] = {"F32", "F16", "Q8G", "Q4G", "?", "?", "?", "Q3G"};
+    for (const TrunkEntry &t : m.trunk) {
+        if (!m.tensor_prefix.empty() && t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) != 0) continue;
+        uint64_t b = t.bytes > 0 ? (uint64_t)t.bytes : 0;
+        fmt_bytes[t.fmt >= 0 && t.fmt < 8 ? names[t.fmt] : "?"] += b;
+        s.trunk_bytes += b;
+    }
+    std::vector<std::pair<uint64_t, std::string>> v;
+    for (auto &[k, b] : fmt_bytes) v.push_back({b, k});
+    std::sort(v.rbegin(), v.rend());
+    for (size_t i = 0; i < v.size(); i++) s.trunk_formats += (i ? "/" : "") + v[i].second;
+    const ExpertQuant &eq = m.eq;
+    s.expert_format = eq.index_bits == 6 ? "VQ4P" : (eq.stages == 2 ? "VQ2R" : (eq.stages == 3 ? "VQ3R" : "VQ" + std::to_string(eq.stages) + "R"));
+    if (c.n_experts == 0) s.expert_format = "none";
+    for (const auto &[L, b] : m.banks) s.expert_bytes += (uint64_t)b.bytes;
+    const uint64_t per_expert = 3ull * (uint64_t)c.moe_inter * (uint64_t)c.expert_in();
+    const uint64_t trunk = e.weights().trunk_params;
+    const uint64_t embed = (uint64_t)c.vocab * (uint64_t)c.hidden;
+    s.total_params = trunk + (uint64_t)s.n_moe * (uint64_t)c.n_experts * per_expert;
+    // Active per token: the trunk minus all but one embedding row, plus top-k
+    // routed experts in every MoE layer.
+    s.active_params = trunk - embed + (uint64_t)c.hidden + (uint64_t)s.n_moe * (uint64_t)c.top_k * per_expert;
+    return s;
+}
+
+std::string fingerprint_json(const Engine &e) {
+    ModelSummary s = summarize(e);
+    const Manifest &m = e.container().manifest();
+    nlohmann::json j;
+    j["family"] = s.family;
+    j["tensor_prefix"] = m.tensor_prefix;
+    j["trunk_formats"] = s.trunk_formats;
+    j["expert_quant"] = {{"fmt", s.expert_format},
+                         {"stages", m.eq.stages},
+                         {"entries", m.eq.entries},
+                         {"index_bits", m.eq.index_bits}};
+    return j.dump();
+}
+
+}  // namespace sluice

@@ -1,0 +1,224 @@
+// The C API: a thin, exception-free shell over the engine.
+#include "sluice/sluice.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+#include <thread>
+
+#include "api/fingerprint.h"
+#include "model/engine.h"
+
+struct sluice_ctx {
+    sluice::Engine engine;
+    bool opened = false;
+    // An eval that failed part-way has advanced some layers' state and not
+    // others; the session is unusable until reset.
+    bool broken = false;
+    std::string error;
+    sluice_trace_fn trace_fn = nullptr;
+    void *trace_user = nullptr;
+};
+
+namespace {
+
+sluice_status fail(sluice_ctx *ctx, const sluice::Status &st) {
+    if (ctx) ctx->error = st.message();
+    return st.code();
+}
+
+sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
+    if (ctx) ctx->error = msg;
+    return code;
+}
+
+void copy_str(char *dst, size_t cap, const std::string &s) {
+    size_t n = std::min(cap - 1, s.size());
+    std::memcpy(dst, s.data(), n);
+    dst[n] = '\0';
+}
+
+}  // namespace
+
+extern "C" {
+
+void sluice_config_default(sluice_config *cfg) {
+    if (!cfg) return;
+    std::memset(cfg, 0, sizeof(*cfg));
+    cfg->struct_size = sizeof(sluice_config);
+    cfg->n_threads = 0;
+    cfg->backend = SLUICE_BACKEND_AUTO;
+    cfg->verify_records = 0;
+    cfg->prefill_chunk = 0;
+    cfg->max_context = 0;
+}
+
+const char *sluice_status_name(sluice_status s) {
+    switch (s) {
+        case SLUICE_OK: return "ok";
+        case SLUICE_E_ARG: return "invalid argument";
+        case SLUICE_E_IO: return "I/O error";
+        case SLUICE_E_FORMAT: return "malformed container";
+        case SLUICE_E_UNSUPPORTED: return "unsupported configuration";
+        case SLUICE_E_NOMEM: return "out of memory";
+        case SLUICE_E_STATE: return "invalid state";
+        case SLUICE_E_RANGE: return "out of range";
+    }
+    return "unknown status";
+}
+
+sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_ctx **out) {
+    if (!out) return SLUICE_E_ARG;
+    *out = nullptr;
+    sluice_ctx *ctx = new (std::nothrow) sluice_ctx();
+    if (!ctx) return SLUICE_E_NOMEM;
+    *out = ctx;
+    if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_open: path is empty");
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    if (cfg_in) {
+        if (cfg_in->struct_size < sizeof(uint32_t) || cfg_in->struct_size > sizeof(sluice_config))
+            return fail(ctx, SLUICE_E_ARG, "sluice_open: config struct_size is not a known size");
+        std::memcpy(&cfg, cfg_in, cfg_in->struct_size);
+    }
+    sluice::EngineOptions opt;
+    if (cfg.n_threads < 0 || cfg.n_threads > 1024)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: n_threads must be in [0, 1024]");
+    opt.n_threads = cfg.n_threads > 0 ? cfg.n_threads : (int)std::max(1u, std::thread::hardware_concurrency());
+    if (cfg.backend < SLUICE_BACKEND_AUTO || cfg.backend > SLUICE_BACKEND_AVX512)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: unknown backend");
+    opt.backend = (sluice_backend)cfg.backend;
+    opt.verify_records = cfg.verify_records != 0;
+    if (cfg.prefill_chunk < 0 || cfg.prefill_chunk > 4096)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: prefill_chunk must be in [0, 4096]");
+    opt.prefill_chunk = cfg.prefill_chunk > 0 ? cfg.prefill_chunk : 64;
+    if (cfg.max_context < 0 || cfg.max_context > (1 << 24))
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: max_context must be in [0, 2^24]");
+    opt.max_context = cfg.max_context > 0 ? cfg.max_context : 4096;
+    sluice::Status st;
+    try {
+        st = ctx->engine.open(path, opt);
+    } catch (const std::bad_alloc &) {
+        return fail(ctx, SLUICE_E_NOMEM, std::string(path) + ": out of memory while loading");
+    } catch (const std::exception &e) {
+        return fail(ctx, SLUICE_E_IO, std::string(path) + ": " + e.what());
+    }
+    if (!st) return fail(ctx, st);
+    ctx->opened = true;
+    return SLUICE_OK;
+}
+
+void sluice_close(sluice_ctx *ctx) { delete ctx; }
+
+const char *sluice_last_error(const sluice_ctx *ctx) {
+    if (!ctx) return "no context (allocation failed)";
+    return ctx->error.c_str();
+}
+
+static sluice_status need_open(sluice_ctx *ctx) {
+    if (!ctx) return SLUICE_E_ARG;
+    if (!ctx->opened) return fail(ctx, SLUICE_E_STATE, "the context did not open a model");
+    return SLUICE_OK;
+}
+
+int32_t sluice_n_vocab(const sluice_ctx *ctx) {
+    return ctx && ctx->opened ? ctx->engine.config().vocab : 0;
+}
+
+int32_t sluice_n_past(const sluice_ctx *ctx) { return ctx && ctx->opened ? ctx->engine.n_past() : 0; }
+
+sluice_status sluice_info_get(sluice_ctx *ctx, sluice_info *out) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!out) return fail(ctx, SLUICE_E_ARG, "sluice_info_get: out is NULL");
+    std::memset(out, 0, sizeof(*out));
+    sluice::ModelSummary s = sluice::summarize(ctx->engine);
+    copy_str(out->family, sizeof(out->family), s.family);
+    copy_str(out->arch, sizeof(out->arch), s.arch);
+    const sluice::ModelConfig &c = ctx->engine.config();
+    out->n_layers = c.n_layers;
+    out->n_kda_layers = s.n_kda;
+    out->n_mla_layers = c.n_layers - s.n_kda;
+    out->n_moe_layers = s.n_moe;
+    out->n_experts = c.n_experts;
+    out->top_k = c.top_k;
+    out->n_shared_experts = c.n_shared;
+    out->hidden = c.hidden;
+    out->vocab = c.vocab;
+    out->attn_res_block = c.attn_res_block;
+    out->total_params = s.total_params;
+    out->active_params = s.active_params;
+    out->trunk_bytes = s.trunk_bytes;
+    out->expert_bytes = s.expert_bytes;
+    copy_str(out->trunk_formats, sizeof(out->trunk_formats), s.trunk_formats);
+    copy_str(out->expert_format, sizeof(out->expert_format), s.expert_format);
+    const sluice::ExpertQuant &eq = ctx->engine.container().manifest().eq;
+    out->expert_stages = eq.stages;
+    out->expert_entries = eq.entries;
+    out->expert_index_bits = eq.index_bits;
+    copy_str(out->backend, sizeof(out->backend), ctx->engine.kernels().name);
+    out->n_threads = ctx->engine.n_threads();
+    return SLUICE_OK;
+}
+
+static sluice_status eval_impl(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits, bool all) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (ctx->broken)
+        return fail(ctx, SLUICE_E_STATE, "an earlier evaluation failed part-way; call sluice_reset first");
+    if (!tokens || n == 0) return fail(ctx, SLUICE_E_ARG, "sluice_eval: no tokens");
+    if (n > (size_t)(1 << 24)) return fail(ctx, SLUICE_E_RANGE, "sluice_eval: too many tokens in one call");
+    if (ctx->trace_fn) {
+        sluice_trace_fn fn = ctx->trace_fn;
+        void *user = ctx->trace_user;
+        ctx->engine.set_trace([fn, user](int layer, const char *stage, int pos, const float *x, int hidden) {
+            fn(user, layer, stage, pos, x, hidden);
+        });
+    } else {
+        ctx->engine.set_trace(nullptr);
+    }
+    sluice::Status st;
+    try {
+        st = ctx->engine.eval(tokens, (int64_t)n, logits, all);
+    } catch (const std::bad_alloc &) {
+        st = sluice::Status(SLUICE_E_NOMEM, "out of memory during evaluation");
+    }
+    if (!st) {
+        // Range and argument errors are found before any state changes;
+        // anything else may have stopped between layers.
+        ctx->broken = st.code() != SLUICE_E_RANGE && st.code() != SLUICE_E_ARG;
+        return fail(ctx, st);
+    }
+    return SLUICE_OK;
+}
+
+sluice_status sluice_eval(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out) {
+    return eval_impl(ctx, tokens, n, logits_out, false);
+}
+
+sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out) {
+    return eval_impl(ctx, tokens, n, logits_out, true);
+}
+
+sluice_status sluice_reset(sluice_ctx *ctx) {
+    if (sluice_status s = need_open(ctx)) return s;
+    ctx->engine.reset();
+    ctx->broken = false;
+    return SLUICE_OK;
+}
+
+sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) {
+    if (sluice_status s = need_open(ctx)) return s;
+    ctx->trace_fn = fn;
+    ctx->trace_user = user;
+    return SLUICE_OK;
+}
+
+size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap) {
+    if (need_open(ctx) != SLUICE_OK) return 0;
+    std::string fp = sluice::fingerprint_json(ctx->engine);
+    if (buf && cap > 0) copy_str(buf, cap, fp);
+    return fp.size() + 1;
+}
+
+}  // extern "C"

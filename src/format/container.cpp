@@ -1,0 +1,174 @@
+#include "format/container.h"
+
+#include <cstring>
+
+#include "format/f16.h"
+
+namespace sluice {
+
+Status Container::open(const std::string &dir) {
+    dir_ = dir;
+    while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+    const std::string mpath = dir_ + "/manifest.json";
+    std::string text;
+    // A manifest is a few hundred kB for the largest models; 256 MiB bounds
+    // a hostile file before we allocate for it.
+    SLUICE_TRY(read_whole_file(mpath, (size_t)256 << 20, &text));
+    SLUICE_TRY(parse_manifest(text, mpath, &man_));
+
+    for (size_t i = 0; i < man_.trunk.size(); i++) {
+        const std::string &n = man_.trunk[i].name;
+        // With a prefix, entries outside it belong to other towers (vision)
+        // and are not part of the text model (FORMAT.md §4.8).
+        if (!man_.tensor_prefix.empty() && n.compare(0, man_.tensor_prefix.size(), man_.tensor_prefix) != 0)
+            continue;
+        by_name_.emplace(n.substr(man_.tensor_prefix.size()), i);  // first occurrence wins
+    }
+    SLUICE_TRY(trunk_.open_read(dir_ + "/trunk.bin"));
+
+    // Codebooks.
+    const ExpertQuant &eq = man_.eq;
+    const int64_t rec = 16 + 2 * (int64_t)eq.entries * eq.vec_dim;
+    File cb;
+    SLUICE_TRY(cb.open_read(dir_ + "/codebooks.bin"));
+    n_books_ = (int64_t)(cb.size() / (uint64_t)rec);
+    if (n_books_ > (1 << 20)) return format_error(cb.path() + ": more than 2^20 codebook records");
+    std::vector<uint8_t> raw((size_t)(n_books_ * rec));
+    if (!raw.empty()) SLUICE_TRY(cb.pread_all(raw.data(), raw.size(), 0));
+    book_entries_ = eq.index_bits == 8 ? 256 : eq.entries;
+    books_.assign((size_t)(n_books_ * book_entries_ * 8), 0.0f);
+    for (int64_t b = 0; b < n_books_; b++) {
+        const uint8_t *p = raw.data() + b * rec + 16;
+        float *dst = books_.data() + b * book_entries_ * 8;
+        for (int64_t i = 0; i < (int64_t)eq.entries * 8; i++) dst[i] = f16_codebook(rd16(p + 2 * i));
+    }
+
+    SLUICE_TRY(validate_banks(man_, n_books_, mpath));
+    for (const auto &[L, b] : man_.banks) {
+        File f;
+        SLUICE_TRY(f.open_read(dir_ + "/" + b.file));
+        banks_.emplace(L, std::move(f));
+    }
+    return Status::ok();
+}
+
+const TrunkEntry *Container::find(const std::string &name) const {
+    auto it = by_name_.find(name);
+    return it == by_name_.end() ? nullptr : &man_.trunk[it->second];
+}
+
+Status Container::check_entry(const TrunkEntry &e, const std::string &name) const {
+    const std::string where = trunk_.path() + ": tensor '" + e.name + "'";
+    if (e.fmt != 0 && e.fmt != 2 && e.fmt != 3 && e.fmt != 7)
+        return format_error(where + " has format code " + std::to_string(e.fmt) + " (expected 0, 2, 3 or 7)");
+    return Status::ok();
+}
+
+Status Container::describe(const std::string &name, const std::vector<int64_t> &shape, QTensor *out) const {
+    const TrunkEntry *e = find(name);
+    const std::string full = man_.tensor_prefix + name;
+    if (!e) return format_error(dir_ + "/manifest.json: required tensor '" + full + "' is missing");
+    SLUICE_TRY(check_entry(*e, name));
+    const std::string where = trunk_.path() + ": tensor '" + full + "'";
+    auto shape_str = [](const std::vector<int64_t> &s) {
+        std::string r = "[";
+        for (size_t i = 0; i < s.size(); i++) r += (i ? "," : "") + (s[i] < 0 ? std::string("*") : std::to_string(s[i]));
+        return r + "]";
+    };
+    bool shape_ok = e->shape.size() == shape.size();
+    for (size_t i = 0; shape_ok && i < shape.size(); i++) shape_ok = shape[i] < 0 || shape[i] == e->shape[i];
+    if (!shape_ok)
+        return format_error(where + " has shape " + shape_str(e->shape) + ", expected " + shape_str(shape));
+    QTensor &t = *out;
+    t.name = full;
+    t.fmt = (QFmt)e->fmt;
+    t.shape = e->shape;
+    t.cols = e->shape.back();
+    t.rows = 1;
+    for (size_t i = 0; i + 1 < e->shape.size(); i++) t.rows *= e->shape[i];
+    if (t.rows > ((int64_t)1 << 40) / t.cols) return format_error(where + " is too large");
+    if (t.fmt != QFmt::F32) {
+        if (e->group % 8 != 0 || e->group > 4096)
+            return unsupported(where + " has group " + std::to_string(e->group) +
+                               "; sluice implements groups that are multiples of 8 up to 4096");
+        if (!e->has_scale_off) return format_error(where + " is quantized but has no scale_off");
+    }
+    t.group = (int)e->group;
+    if (!qtensor_geometry(t.fmt, t.cols, t.group, &t.ng, &t.rowbytes)) return format_error(where + ": bad geometry");
+    // Bound every byte range against the file before reading (untrusted input).
+    const uint64_t fsz = trunk_.size();
+    const uint64_t payload = (uint64_t)t.rows * (uint64_t)t.rowbytes;
+    if (e->off > fsz || payload > fsz - e->off)
+        return io_error(where + ": payload [" + std::to_string(e->off) + ", +" + std::to_string(payload) +
+                        ") runs past the end of the file (" + std::to_string(fsz) + " bytes)");
+    if (t.fmt != QFmt::F32) {
+        const uint64_t sbytes = 2ull * (uint64_t)t.rows * (uint64_t)t.ng;
+        if (e->scale_off > fsz || sbytes > fsz - e->scale_off)
+            return io_error(where + ": scales [" + std::to_string(e->scale_off) + ", +" + std::to_string(sbytes) +
+                            ") run past the end of the file (" + std::to_string(fsz) + " bytes)");
+    }
+    return Status::ok();
+}
+
+Status Container::load(const std::string &name, const std::vector<int64_t> &shape, bool need_f32,
+                       QTensor *out) const {
+    SLUICE_TRY(describe(name, shape, out));
+    const TrunkEntry *e = find(name);
+    QTensor &t = *out;
+    if (need_f32 && t.fmt != QFmt::F32)
+        return format_error(trunk_.path() + ": tensor '" + t.name + "' must be F32 but is " + qfmt_name(t.fmt));
+    const size_t payload = (size_t)(t.rows * t.rowbytes);
+    t.data = aligned_alloc_bytes(payload);
+    if (!t.data) return Status(SLUICE_E_NOMEM, "cannot allocate " + std::to_string(payload) + " bytes for " + t.name);
+    SLUICE_TRY(trunk_.pread_all(t.data.get(), payload, e->off));
+    if (t.fmt != QFmt::F32) {
+        std::vector<uint8_t> raw((size_t)(2 * t.rows * t.ng));
+        SLUICE_TRY(trunk_.pread_all(raw.data(), raw.size(), e->scale_off));
+        t.scales.resize((size_t)(t.rows * t.ng));
+        for (size_t i = 0; i < t.scales.size(); i++) t.scales[i] = f16_scale(rd16(raw.data() + 2 * i));
+    }
+    return Status::ok();
+}
+
+Status Container::load_f32_min(const std::string &name, int64_t min_elems, std::vector<float> *out) const {
+    const TrunkEntry *e = find(name);
+    if (!e) return format_error(dir_ + "/manifest.json: required tensor '" + man_.tensor_prefix + name + "' is missing");
+    std::vector<int64_t> any(e->shape.size(), -1);
+    QTensor t;
+    SLUICE_TRY(load(name, any, true, &t));
+    if (t.numel() < min_elems)
+        return format_error(trunk_.path() + ": tensor '" + t.name + "' has " + std::to_string(t.numel()) +
+                            " elements, needs at least " + std::to_string(min_elems));
+    out->assign(t.f32(), t.f32() + t.numel());
+    return Status::ok();
+}
+
+Status Container::read_row_f32(const QTensor &d, int64_t r, float *out) const {
+    const TrunkEntry *e = find(d.name.substr(man_.tensor_prefix.size()));
+    std::vector<uint8_t> row((size_t)d.rowbytes);
+    SLUICE_TRY(trunk_.pread_all(row.data(), row.size(), e->off + (uint64_t)r * d.rowbytes));
+    if (d.fmt == QFmt::F32) {
+        std::memcpy(out, row.data(), (size_t)d.cols * 4);
+        return Status::ok();
+    }
+    std::vector<uint8_t> sraw((size_t)(2 * d.ng));
+    SLUICE_TRY(trunk_.pread_all(sraw.data(), sraw.size(), e->scale_off + (uint64_t)r * d.ng * 2));
+    for (int64_t i = 0; i < d.cols; i++) {
+        float s = f16_scale(rd16(sraw.data() + 2 * (i / d.group)));
+        int q;
+        if (d.fmt == QFmt::Q8G) {
+            q = (int8_t)row[(size_t)i];
+        } else if (d.fmt == QFmt::Q4G) {
+            uint8_t b = row[(size_t)(i >> 1)];
+            q = (int)((i & 1) ? (b >> 4) : (b & 15)) - 8;
+        } else {
+            int64_t p = 3 * i;
+            unsigned v = row[(size_t)(p >> 3)] | ((unsigned)row[(size_t)(p >> 3) + 1] << 8);
+            q = (int)((v >> (p & 7)) & 7) - 4;
+        }
+        out[i] = (float)q * s;
+    }
+    return Status::ok();
+}
+
+}  // namespace sluice

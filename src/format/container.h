@@ -1,0 +1,60 @@
+// An opened WASTE v0 container directory (FORMAT.md §1): the parsed
+// manifest, open handles on trunk.bin and the expert banks, and the decoded
+// codebooks. Trunk tensors are loaded by name on request; expert records are
+// read through runtime/expert_source.
+#pragma once
+#include <map>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "format/file.h"
+#include "format/manifest.h"
+#include "quant/qtensor.h"
+
+namespace sluice {
+
+class Container {
+public:
+    Status open(const std::string &dir);
+
+    const Manifest &manifest() const { return man_; }
+    const ModelConfig &config() const { return man_.cfg; }
+    const std::string &dir() const { return dir_; }
+
+    // Looks a tensor up by its name without the prefix. nullptr if absent.
+    const TrunkEntry *find(const std::string &name) const;
+    // Loads a trunk tensor, checking its shape (each dim; -1 = any) and,
+    // if need_f32, that it is stored as F32.
+    Status load(const std::string &name, const std::vector<int64_t> &shape, bool need_f32, QTensor *out) const;
+    // Loads an F32 tensor of at least min_elems elements (conv kernels, A_log).
+    Status load_f32_min(const std::string &name, int64_t min_elems, std::vector<float> *out) const;
+    // Validates a matrix entry without loading its payload (the embedding).
+    Status describe(const std::string &name, const std::vector<int64_t> &shape, QTensor *out) const;
+    // Reads row r of a described matrix from disk, dequantized to f32.
+    Status read_row_f32(const QTensor &desc, int64_t r, float *out) const;
+
+    // Codebooks: n_books records of book_entries() x 8 floats (subnormals
+    // flushed). With 8-bit codes every book is zero-padded to 256 entries, so
+    // a corrupt code >= entries reads a zero, never past the table.
+    int64_t n_books() const { return n_books_; }
+    int book_entries() const { return book_entries_; }
+    const float *book(int64_t id) const { return books_.data() + id * (int64_t)book_entries_ * 8; }
+
+    const File &bank_file(int layer) const { return banks_.at(layer); }
+    const std::string &trunk_path() const { return trunk_.path(); }
+
+private:
+    Status check_entry(const TrunkEntry &e, const std::string &name) const;
+
+    std::string dir_;
+    Manifest man_;
+    File trunk_;
+    std::unordered_map<std::string, size_t> by_name_;
+    std::vector<float> books_;
+    int64_t n_books_ = 0;
+    int book_entries_ = 256;
+    std::map<int, File> banks_;
+};
+
+}  // namespace sluice

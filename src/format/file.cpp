@@ -1,0 +1,73 @@
+#include "format/file.h"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace sluice {
+
+File::~File() {
+    if (fd_ >= 0) ::close(fd_);
+}
+File::File(File &&o) noexcept : fd_(o.fd_), size_(o.size_), path_(std::move(o.path_)), direct_(o.direct_) {
+    o.fd_ = -1;
+}
+File &File::operator=(File &&o) noexcept {
+    if (this != &o) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = o.fd_;
+        size_ = o.size_;
+        path_ = std::move(o.path_);
+        direct_ = o.direct_;
+        o.fd_ = -1;
+    }
+    return *this;
+}
+
+Status File::open_read(const std::string &path, bool direct) {
+    path_ = path;
+    int flags = O_RDONLY | O_CLOEXEC;
+#ifdef O_DIRECT
+    if (direct) flags |= O_DIRECT;
+#endif
+    fd_ = ::open(path.c_str(), flags);
+    if (fd_ < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
+    direct_ = direct;
+    struct stat st;
+    if (fstat(fd_, &st) != 0) return io_error(path + ": cannot stat: " + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) return io_error(path + ": not a regular file");
+    size_ = (uint64_t)st.st_size;
+    return Status::ok();
+}
+
+Status File::pread_all(void *buf, size_t n, uint64_t off) const {
+    uint8_t *p = static_cast<uint8_t *>(buf);
+    size_t done = 0;
+    while (done < n) {
+        ssize_t r = ::pread(fd_, p + done, n - done, (off_t)(off + done));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
+                            " failed: " + std::strerror(errno));
+        }
+        if (r == 0)
+            return io_error(path_ + ": short read: wanted " + std::to_string(n) + " bytes at offset " +
+                            std::to_string(off) + ", file has " + std::to_string(size_));
+        done += (size_t)r;
+    }
+    return Status::ok();
+}
+
+Status read_whole_file(const std::string &path, size_t max_bytes, std::string *out) {
+    File f;
+    SLUICE_TRY(f.open_read(path));
+    if (f.size() > max_bytes)
+        return io_error(path + ": " + std::to_string(f.size()) + " bytes, larger than the " +
+                        std::to_string(max_bytes) + " allowed");
+    out->resize(f.size());
+    return f.pread_all(out->data(), out->size(), 0);
+}
+
+}  // namespace sluice

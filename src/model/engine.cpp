@@ -1,0 +1,206 @@
+#include "model/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace sluice {
+
+Status Engine::open(const std::string &dir, const EngineOptions &opt) {
+    opt_ = opt;
+    if (opt_.prefill_chunk < 1) opt_.prefill_chunk = 64;
+    if (opt_.max_context < 1) opt_.max_context = 4096;
+    const char *why = nullptr;
+    if (!select_kernels(opt_.backend, &ops_.k, &why)) return arg_error(why);
+    SLUICE_TRY(c_.open(dir));
+    const ModelConfig &cfg = c_.config();
+    if (cfg.n_experts > 0) {
+        const int64_t stride = c_.manifest().banks.begin()->second.bytes / cfg.n_experts;
+        const ExpertQuant &eq = c_.manifest().eq;
+        SLUICE_TRY(geom_.init(cfg.moe_inter, cfg.expert_in(), eq.stages, eq.entries, eq.index_bits, stride));
+    }
+    SLUICE_TRY(load_weights(c_, &w_));
+    pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
+    ops_.pool = pool_.get();
+    experts_ = std::make_unique<SyncExpertSource>(c_, geom_, opt_.verify_records);
+    init_rope();
+    reset();
+    return Status::ok();
+}
+
+void Engine::init_rope() {
+    const ModelConfig &cfg = c_.config();
+    const RopeConfig &rc = cfg.rope;
+    mla_scale_ = 1.0f / std::sqrt((float)(cfg.d_nope + cfg.d_rope));
+    if (!rc.enabled || cfg.d_rope == 0) return;
+    const int half = cfg.d_rope / 2;
+    rope_freq_.resize((size_t)half);
+    // Frequencies in double, stored as f32 (MODEL.md §5.3).
+    double lo = 0, hi = 0;
+    if (rc.yarn) {
+        auto corr = [&](double b) {
+            return cfg.d_rope * std::log(rc.original_max_pos / (2 * M_PI * b)) / (2 * std::log(rc.theta));
+        };
+        lo = std::max(std::floor(corr(rc.beta_fast)), 0.0);
+        hi = std::min(std::ceil(corr(rc.beta_slow)), (double)(cfg.d_rope - 1));
+        if (lo == hi) hi += 0.001;
+    }
+    for (int j = 0; j < half; j++) {
+        double f = std::pow(rc.theta, -2.0 * j / cfg.d_rope);
+        if (rc.yarn) {
+            double ramp = std::clamp((j - lo) / (hi - lo), 0.0, 1.0);
+            f = f * ramp / rc.factor + f * (1 - ramp);
+        }
+        rope_freq_[(size_t)j] = (float)f;
+    }
+    if (rc.yarn && rc.mscale_all_dim != 0) {
+        float m = (float)(0.1 * rc.mscale_all_dim * std::log(rc.factor) + 1.0);
+        mla_scale_ *= m * m;
+    }
+}
+
+void Engine::reset() {
+    const ModelConfig &cfg = c_.config();
+    pos_ = 0;
+    kda_.assign((size_t)cfg.n_layers, {});
+    mla_.assign((size_t)cfg.n_layers, {});
+    for (int L = 0; L < cfg.n_layers; L++) {
+        if (cfg.is_kda[(size_t)L]) {
+            const size_t H = (size_t)cfg.kda_heads, D = (size_t)cfg.kda_dim, K = (size_t)cfg.conv_kernel;
+            kda_[(size_t)L].S.assign(H * D * D, 0.0f);
+            kda_[(size_t)L].ring.assign(3 * H * D * (K - 1), 0.0f);
+        } else {
+            mla_[(size_t)L].len = 0;
+            mla_[(size_t)L].cache.clear();
+        }
+    }
+}
+
+Status Engine::embed(const int32_t *tokens, int64_t n, float *X) {
+    const int64_t d = c_.config().hidden;
+    for (int64_t t = 0; t < n; t++) SLUICE_TRY(c_.read_row_f32(w_.embed, tokens[t], X + t * d));
+    return Status::ok();
+}
+
+void Engine::attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const {
+    // AR(v; n, π) = Σ_i softmax(score)_i · v_i (MODEL.md §8.1).
+    const int64_t d = c_.config().hidden;
+    const float eps = c_.config().eps;
+    std::vector<float> score(vs.size());
+    for (size_t i = 0; i < vs.size(); i++) {
+        const float *v = vs[i];
+        float ss = 0.0f;
+        for (int64_t j = 0; j < d; j++) ss += v[j] * v[j];
+        const float r = 1.0f / std::sqrt(ss / (float)d + eps);
+        float s = 0.0f;
+        for (int64_t j = 0; j < d; j++) s += ((v[j] * r) * norm[j]) * proj[j];
+        score[i] = s;
+    }
+    float mx = *std::max_element(score.begin(), score.end());
+    float sum = 0.0f;
+    for (auto &s : score) sum += (s = std::exp(s - mx));
+    for (auto &s : score) s /= sum;
+    for (int64_t j = 0; j < d; j++) {
+        float acc = 0.0f;
+        for (size_t i = 0; i < vs.size(); i++) acc += score[i] * vs[i][j];
+        out[j] = acc;
+    }
+}
+
+Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    const ModelConfig &cfg = c_.config();
+    if (n <= 0) return arg_error("no tokens to evaluate");
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= cfg.vocab)
+            return Status(SLUICE_E_RANGE, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
+                                              " is outside the vocabulary [0, " + std::to_string(cfg.vocab) + ")");
+    if ((int64_t)pos_ + n > opt_.max_context)
+        return Status(SLUICE_E_RANGE, "context full: " + std::to_string(pos_) + " + " + std::to_string(n) +
+                                          " tokens exceed max_context " + std::to_string(opt_.max_context));
+    const int64_t V = cfg.vocab;
+    for (int64_t t0 = 0; t0 < n; t0 += opt_.prefill_chunk) {
+        const int64_t m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
+        const bool last = t0 + m == n;
+        float *out = nullptr;
+        if (logits && all) out = logits + t0 * V;
+        else if (logits && last) out = logits;
+        SLUICE_TRY(eval_chunk(tokens + t0, m, out, all));
+    }
+    return Status::ok();
+}
+
+Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    const ModelConfig &cfg = c_.config();
+    const int64_t d = cfg.hidden;
+    const int B = cfg.attn_res_block;
+    std::vector<float> X((size_t)(n * d)), Hn((size_t)(n * d)), Y((size_t)(n * d)), In((size_t)(n * d));
+    SLUICE_TRY(embed(tokens, n, X.data()));
+    auto trace = [&](int L, const char *stage, const float *M) {
+        if (trace_)
+            for (int64_t t = 0; t < n; t++) trace_(L, stage, pos_ + (int)t, M + t * d, (int)d);
+    };
+    trace(-1, "embed", X.data());
+
+    std::vector<std::vector<float>> R;  // AttnRes block history, each n x d
+    std::vector<float> P;               // AttnRes partial sum, n x d
+    auto mix = [&](const std::vector<float> *last, const float *norm, const float *proj, float *out) {
+        std::vector<const float *> vs(R.size() + 1);
+        for (int64_t t = 0; t < n; t++) {
+            for (size_t i = 0; i < R.size(); i++) vs[i] = R[i].data() + t * d;
+            vs[R.size()] = last->data() + t * d;
+            attn_res(vs, norm, proj, out + t * d);
+        }
+    };
+
+    for (int L = 0; L < cfg.n_layers; L++) {
+        const LayerWeights &lw = w_.layers[(size_t)L];
+        const float *a_in = X.data();
+        bool p_none = false;
+        if (B > 0) {
+            P = X;
+            if (!R.empty()) {
+                mix(&P, lw.sa_res_norm.data(), lw.sa_res_proj.data(), In.data());
+                a_in = In.data();
+            }
+            if (L % B == 0) {
+                R.push_back(P);
+                p_none = true;
+            }
+        }
+        for (int64_t t = 0; t < n; t++) rmsnorm(a_in + t * d, lw.in_norm.data(), d, cfg.eps, Hn.data() + t * d);
+        if (lw.kda) kda_block(L, Hn.data(), n, Y.data());
+        else mla_block(L, Hn.data(), n, pos_, Y.data());
+        float *S = B > 0 ? P.data() : X.data();  // the stream the mixer output lands in
+        if (B > 0 && p_none) std::copy(Y.begin(), Y.end(), P.begin());
+        else for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
+        trace(L, "attn", S);
+
+        const float *f_in = X.data();
+        if (B > 0) {
+            mix(&P, lw.mlp_res_norm.data(), lw.mlp_res_proj.data(), In.data());
+            f_in = In.data();
+        }
+        for (int64_t t = 0; t < n; t++) rmsnorm(f_in + t * d, lw.post_norm.data(), d, cfg.eps, Hn.data() + t * d);
+        SLUICE_TRY(ffn_block(L, Hn.data(), n, Y.data()));
+        for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
+        if (B > 0) X = P;
+        trace(L, "ffn", X.data());
+    }
+    if (B > 0 && !R.empty()) {
+        mix(&X, w_.out_res_norm.data(), w_.out_res_proj.data(), In.data());
+        X.swap(In);
+    }
+    trace(-1, "final", X.data());
+    pos_ += (int)n;
+
+    if (logits) {
+        const int64_t first = all ? 0 : n - 1;
+        const int64_t cnt = n - first;
+        for (int64_t t = first; t < n; t++)
+            rmsnorm(X.data() + t * d, w_.final_norm.data(), d, cfg.eps, Hn.data() + (t - first) * d);
+        ops_.matmul(w_.lm_head, Hn.data(), d, cnt, logits, cfg.vocab);
+    }
+    return Status::ok();
+}
+
+}  // namespace sluice

@@ -1,0 +1,83 @@
+// The forward pass of MODEL.md for Kimi-Linear, DeepSeek-V3/K2 and Kimi K3
+// over an opened container, and the per-session decoding state.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "format/container.h"
+#include "model/ops.h"
+#include "model/weights.h"
+#include "runtime/expert_source.h"
+
+namespace sluice {
+
+struct EngineOptions {
+    int n_threads = 1;
+    sluice_backend backend = SLUICE_BACKEND_AUTO;
+    bool verify_records = false;
+    int prefill_chunk = 64;
+    int max_context = 4096;
+};
+
+using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
+
+struct KdaState {
+    std::vector<float> S;     // [H][D][D], rows = key dim
+    std::vector<float> ring;  // [3][C][K-1], raw projections, oldest first
+};
+struct MlaState {
+    std::vector<float> cache;  // [len][kv_lora + d_rope]: normalised latent ‖ rotated rope key
+    int len = 0;
+};
+
+class Engine {
+public:
+    Status open(const std::string &dir, const EngineOptions &opt);
+
+    const ModelConfig &config() const { return c_.config(); }
+    const Container &container() const { return c_; }
+    const ModelWeights &weights() const { return w_; }
+    const Kernels &kernels() const { return *ops_.k; }
+    int n_threads() const { return pool_->size(); }
+    int n_past() const { return pos_; }
+    ExpertStats expert_stats() const { return experts_->stats(); }
+
+    void reset();
+    // Evaluates n tokens from the current position. logits: n x V if all,
+    // else V (last position); may be null. On failure the session is
+    // restored to where it was.
+    Status eval(const int32_t *tokens, int64_t n, float *logits, bool all);
+    void set_trace(TraceFn fn) { trace_ = std::move(fn); }
+
+private:
+    Status eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all);
+    Status embed(const int32_t *tokens, int64_t n, float *X);
+    void kda_block(int L, const float *Hn, int64_t n, float *out);
+    void mla_block(int L, const float *Hn, int64_t n, int pos0, float *out);
+    Status ffn_block(int L, const float *Hn, int64_t n, float *out);
+    void dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out);
+    Status moe_ffn(int L, const float *Hn, int64_t n, float *out);
+    void act(float *a, const float *b, int64_t n) const;  // a <- act(a, b)
+    void attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const;
+    void init_rope();
+
+    Container c_;
+    ModelWeights w_;
+    EngineOptions opt_;
+    std::unique_ptr<ThreadPool> pool_;
+    Ops ops_;
+    std::unique_ptr<ExpertSource> experts_;
+    ExpertGeom geom_;
+    std::vector<float> rope_freq_;
+    float mla_scale_ = 1.0f;
+
+    // Session state.
+    int pos_ = 0;
+    std::vector<KdaState> kda_;
+    std::vector<MlaState> mla_;
+    TraceFn trace_;
+};
+
+}  // namespace sluice

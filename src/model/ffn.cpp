@@ -1,0 +1,204 @@
+// Dense FFN and the sigmoid-routed mixture of experts (MODEL.md §6-7).
+// In a chunk, each distinct routed expert is fetched once and applied to
+// every token that chose it; each token then sums its experts in selection
+// order, so a chunk gives exactly the single-step result.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "format/f16.h"
+#include "model/engine.h"
+
+namespace sluice {
+
+void Engine::act(float *a, const float *b, int64_t n) const {
+    const ModelConfig &cfg = c_.config();
+    if (cfg.situ) {
+        const float b1 = cfg.situ_beta, b2 = cfg.situ_linear_beta;
+        for (int64_t i = 0; i < n; i++) {
+            const float up = b2 > 0.0f ? b2 * std::tanh(b[i] / b2) : b[i];
+            a[i] = (b1 * std::tanh(a[i] / b1)) * sigmoidf(a[i]) * up;
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) a[i] = siluf(a[i]) * b[i];
+    }
+}
+
+void Engine::dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out) {
+    const int64_t I = w.gate.rows;
+    std::vector<float> A((size_t)(n * I)), Bv((size_t)(n * I));
+    ops_.matmul(w.gate, Hn, n, A.data());
+    ops_.matmul(w.up, Hn, n, Bv.data());
+    act(A.data(), Bv.data(), n * I);
+    ops_.matmul(w.down, A.data(), n, out);
+}
+
+Status Engine::ffn_block(int L, const float *Hn, int64_t n, float *out) {
+    const LayerWeights &lw = w_.layers[(size_t)L];
+    if (!lw.moe) {
+        dense_ffn(lw.dense, Hn, n, out);
+        return Status::ok();
+    }
+    return moe_ffn(L, Hn, n, out);
+}
+
+Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
+    const ModelConfig &cfg = c_.config();
+    const MoeWeights &mw = w_.layers[(size_t)L].moe_w;
+    const int64_t d = cfg.hidden, E = cfg.n_experts, k = cfg.top_k, nin = cfg.expert_in(), I = cfg.moe_inter;
+    const ExpertGeom &g = geom_;
+    const int S = g.stages;
+    const bool p6 = g.index_bits == 6;
+    const int Es = c_.book_entries();  // table stride per (v, s)
+
+    // Router (§7.1): sigmoid scores, bias for selection only, strict > so
+    // equal keys go to the lower index.
+    std::vector<float> logits((size_t)(n * E));
+    ops_.matmul(mw.router, Hn, n, logits.data());
+    std::vector<int> sel((size_t)(n * k));
+    std::vector<float> wt((size_t)(n * k));
+    for (int64_t t = 0; t < n; t++) {
+        std::vector<float> s((size_t)E), key((size_t)E);
+        for (int64_t e = 0; e < E; e++) {
+            s[(size_t)e] = sigmoidf(logits[(size_t)(t * E + e)]);
+            key[(size_t)e] = mw.bias.empty() ? s[(size_t)e] : s[(size_t)e] + mw.bias[(size_t)e];
+        }
+        std::vector<bool> taken((size_t)E, false);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (!taken[(size_t)e] && (best < 0 || key[(size_t)e] > key[(size_t)best])) best = e;
+            taken[(size_t)best] = true;
+            sel[(size_t)(t * k + j)] = (int)best;
+            wt[(size_t)(t * k + j)] = s[(size_t)best];
+            sum += s[(size_t)best];
+        }
+        for (int64_t j = 0; j < k; j++) {
+            float &w = wt[(size_t)(t * k + j)];
+            if (cfg.renormalize && k > 1) w = w / (sum + 1e-20f);
+            w = w * cfg.routed_scaling;
+        }
+    }
+
+    // Routed experts' input: the latent projection for K3, else h.
+    std::vector<float> Xl;
+    const float *Xin = Hn;
+    if (cfg.r_lat > 0) {
+        Xl.resize((size_t)(n * nin));
+        ops_.matmul(mw.lat_down, Hn, n, Xl.data());
+        Xin = Xl.data();
+    }
+
+    // Gate/up tables per token from the layer's books (every record carries
+    // the layer's codebook_base; checked at read).
+    const int64_t nv_in = nin / 8, nv_I = I / 8;
+    const size_t tsz_in = (size_t)(nv_in * S * Es);
+    std::vector<float> Tg((size_t)n * tsz_in), Tu((size_t)n * tsz_in);
+    std::vector<int8_t> Tgq, Tuq;
+    std::vector<float> lg, lu;
+    const int64_t nb_in = (nv_in + 31) / 32;
+    {
+        const float *bg[8], *bu[8];
+        for (int s = 0; s < S; s++) {
+            bg[s] = c_.book(mw.codebook_base + 0 * S + s);
+            bu[s] = c_.book(mw.codebook_base + 1 * S + s);
+        }
+        ops_.pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; t++) {
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg.data() + t * tsz_in);
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu.data() + t * tsz_in);
+            }
+        });
+        if (p6) {
+            // +64: the gather kernels read whole words at byte offsets.
+            Tgq.resize((size_t)n * tsz_in + 64);
+            Tuq.resize((size_t)n * tsz_in + 64);
+            lg.resize((size_t)(n * nb_in));
+            lu.resize((size_t)(n * nb_in));
+            for (int64_t t = 0; t < n; t++) {
+                vq_quantize_table_i8(Tg.data() + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in);
+                vq_quantize_table_i8(Tu.data() + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in);
+            }
+        }
+    }
+
+    // Distinct experts in ascending id, each fetched once per chunk.
+    std::map<int, std::vector<std::pair<int64_t, int64_t>>> users;  // expert -> (token, slot)
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t j = 0; j < k; j++) users[sel[(size_t)(t * k + j)]].push_back({t, j});
+    std::vector<float> Yexp((size_t)(n * k * nin));  // per (token, slot) expert output
+    for (const auto &[e, list] : users) {
+        ExpertRef ref;
+        SLUICE_TRY(experts_->fetch(L, e, &ref));
+        const ExpertView &ev = ref->view;
+        std::vector<float> sg((size_t)I), su((size_t)I), sd((size_t)nin);
+        for (int64_t i = 0; i < I; i++) {
+            sg[(size_t)i] = f16_scale(rd16(ev.scales + 2 * i));
+            su[(size_t)i] = f16_scale(rd16(ev.scales + 2 * (I + i)));
+        }
+        for (int64_t i = 0; i < nin; i++) sd[(size_t)i] = f16_scale(rd16(ev.scales + 2 * (2 * I + i)));
+        const float *bd[8];
+        for (int s = 0; s < S; s++) bd[s] = c_.book(ev.codebook_id + 2 * S + s);
+        for (const auto &[t, j] : list) {
+            std::vector<float> a((size_t)I), b((size_t)I);
+            float *y = Yexp.data() + (t * k + j) * nin;
+            auto gemv = [&](const float *T, const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv,
+                            const float *sc, float *dst, int64_t rows) {
+                ops_.pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+                    if (p6) ops_.k->vq_gemv_p6(Tq, lam, idx, nv, sc, dst, r0, r1);
+                    else ops_.k->vq_gemv_u8(T, idx, nv, S, Es, sc, dst, r0, r1);
+                });
+            };
+            const size_t to = (size_t)t * tsz_in;
+            gemv(Tg.data() + to, p6 ? Tgq.data() + to : nullptr, p6 ? lg.data() + t * nb_in : nullptr, ev.gate,
+                 nv_in, sg.data(), a.data(), I);
+            gemv(Tu.data() + to, p6 ? Tuq.data() + to : nullptr, p6 ? lu.data() + t * nb_in : nullptr, ev.up, nv_in,
+                 su.data(), b.data(), I);
+            act(a.data(), b.data(), I);
+            std::vector<float> Td((size_t)(nv_I * S * Es));
+            std::vector<int8_t> Tdq;
+            std::vector<float> ld;
+            ops_.k->vq_table(a.data(), nv_I, S, Es, bd, Td.data());
+            if (p6) {
+                Tdq.resize(Td.size() + 64);
+                ld.resize((size_t)((nv_I + 31) / 32));
+                vq_quantize_table_i8(Td.data(), nv_I, Tdq.data(), ld.data());
+            }
+            gemv(Td.data(), Tdq.data(), ld.data(), ev.down, nv_I, sd.data(), y, nin);
+        }
+    }
+
+    // Weighted sum in selection order, latent norm and up-projection.
+    std::vector<float> Yr((size_t)(n * nin), 0.0f);
+    for (int64_t t = 0; t < n; t++) {
+        float *yr = Yr.data() + t * nin;
+        for (int64_t j = 0; j < k; j++) {
+            const float w = wt[(size_t)(t * k + j)];
+            const float *y = Yexp.data() + (t * k + j) * nin;
+            for (int64_t i = 0; i < nin; i++) yr[i] += w * y[i];
+        }
+    }
+    std::vector<float> Yd((size_t)(n * d));
+    const float *routed = Yr.data();
+    if (cfg.r_lat > 0) {
+        if (!mw.lat_norm.empty())
+            for (int64_t t = 0; t < n; t++)
+                rmsnorm(Yr.data() + t * nin, mw.lat_norm.data(), nin, cfg.eps, Yr.data() + t * nin);
+        ops_.matmul(mw.lat_up, Yr.data(), n, Yd.data());
+        routed = Yd.data();
+    }
+
+    // Shared experts on the full hidden state (§7.2).
+    DenseWeights sh;
+    const int64_t W = mw.sh_gate.rows;
+    std::vector<float> A((size_t)(n * W)), Bv((size_t)(n * W));
+    ops_.matmul(mw.sh_gate, Hn, n, A.data());
+    ops_.matmul(mw.sh_up, Hn, n, Bv.data());
+    act(A.data(), Bv.data(), n * W);
+    ops_.matmul(mw.sh_down, A.data(), n, out);
+    for (int64_t i = 0; i < n * d; i++) out[i] = routed[i] + out[i];
+    return Status::ok();
+}
+
+}  // namespace sluice

@@ -1,0 +1,111 @@
+// Kimi Delta Attention (MODEL.md §4). Projections are batched over the
+// chunk; the short convolution and the delta-rule recurrence advance one
+// token at a time, so a chunk computes exactly what single steps compute.
+#include <cmath>
+
+#include "model/engine.h"
+
+namespace sluice {
+
+void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
+    const ModelConfig &cfg = c_.config();
+    const KdaWeights &w = w_.layers[(size_t)L].k;
+    KdaState &st = kda_[(size_t)L];
+    const int64_t d = cfg.hidden, H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
+    std::vector<float> Q((size_t)(n * C)), Kp((size_t)(n * C)), Vp((size_t)(n * C)), Fa((size_t)(n * D)),
+        Z((size_t)(n * C)), Bt((size_t)(n * H)), G((size_t)(n * C)), O((size_t)(n * C));
+    ops_.matmul(w.q, Hn, n, Q.data());
+    ops_.matmul(w.k, Hn, n, Kp.data());
+    ops_.matmul(w.v, Hn, n, Vp.data());
+    ops_.matmul(w.fa, Hn, n, Fa.data());
+    ops_.matmul(w.fb, Fa.data(), n, Z.data());
+    ops_.matmul(w.b, Hn, n, Bt.data());
+    if (cfg.full_rank_gate) {
+        ops_.matmul(w.g, Hn, n, G.data());
+    } else {
+        std::vector<float> Ga((size_t)(n * D));
+        ops_.matmul(w.ga, Hn, n, Ga.data());
+        ops_.matmul(w.gb, Ga.data(), n, G.data());
+    }
+
+    const float eps = cfg.eps;
+    const bool bounded = cfg.gate_lower_bound < 0.0f;
+    const float lb = cfg.gate_lower_bound;
+    const float qscale = 1.0f / std::sqrt((float)D);
+    const int64_t R = K - 1;
+    for (int64_t t = 0; t < n; t++) {
+        // Short causal convolution over raw projections, SiLU after (§4.1).
+        float *proj[3] = {Q.data() + t * C, Kp.data() + t * C, Vp.data() + t * C};
+        const float *taps[3] = {w.qconv.data(), w.kconv.data(), w.vconv.data()};
+        for (int m = 0; m < 3; m++) {
+            float *ring = st.ring.data() + (size_t)(m * C * R);
+            for (int64_t c = 0; c < C; c++) {
+                const float *wc = taps[m] + c * K;
+                float *rc = ring + c * R;
+                const float p = proj[m][c];
+                float z = 0.0f;
+                for (int64_t j = 0; j < R; j++) z += wc[j] * rc[j];
+                z += wc[K - 1] * p;
+                for (int64_t j = 0; j + 1 < R; j++) rc[j] = rc[j + 1];
+                if (R > 0) rc[R - 1] = p;
+                proj[m][c] = siluf(z);
+            }
+        }
+        const float *zt = Z.data() + t * C;
+        const float *gt = G.data() + t * C;
+        float *ot = O.data() + t * C;
+        ops_.pool->parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
+            std::vector<float> g((size_t)D), u((size_t)D), delta((size_t)D), o((size_t)D);
+            for (int64_t h = h0; h < h1; h++) {
+                float *q = proj[0] + h * D, *k = proj[1] + h * D;
+                const float *v = proj[2] + h * D;
+                // L2 normalisation with 1e-12 inside the root (§4.2).
+                float qq = 0.0f, kk = 0.0f;
+                for (int64_t j = 0; j < D; j++) qq += q[j] * q[j], kk += k[j] * k[j];
+                const float qn = 1.0f / std::sqrt(qq + 1e-12f), kn = 1.0f / std::sqrt(kk + 1e-12f);
+                for (int64_t j = 0; j < D; j++) q[j] = q[j] * qn * qscale, k[j] = k[j] * kn;
+                const float beta = sigmoidf(Bt[(size_t)(t * H + h)]);
+                const float a = std::exp(w.a_log[(size_t)h]);  // A_log is per head (§4.4)
+                for (int64_t j = 0; j < D; j++) {
+                    const float zj = zt[h * D + j] + w.dt_bias[(size_t)(h * D + j)];
+                    g[(size_t)j] = bounded ? lb * sigmoidf(a * zj) : -a * softplusf(zj);
+                }
+                // Recurrence (§4.5): decay first, delta from the decayed
+                // state, read out after the update.
+                float *S = st.S.data() + h * D * D;
+                for (int64_t i = 0; i < D; i++) {
+                    const float e = std::exp(g[(size_t)i]);
+                    float *row = S + i * D;
+                    for (int64_t j = 0; j < D; j++) row[j] *= e;
+                }
+                std::fill(u.begin(), u.end(), 0.0f);
+                for (int64_t i = 0; i < D; i++) {
+                    const float *row = S + i * D;
+                    const float ki = k[i];
+                    for (int64_t j = 0; j < D; j++) u[(size_t)j] += row[j] * ki;
+                }
+                for (int64_t j = 0; j < D; j++) delta[(size_t)j] = beta * (v[j] - u[(size_t)j]);
+                for (int64_t i = 0; i < D; i++) {
+                    float *row = S + i * D;
+                    const float ki = k[i];
+                    for (int64_t j = 0; j < D; j++) row[j] += ki * delta[(size_t)j];
+                }
+                std::fill(o.begin(), o.end(), 0.0f);
+                for (int64_t i = 0; i < D; i++) {
+                    const float *row = S + i * D;
+                    const float qi = q[i];
+                    for (int64_t j = 0; j < D; j++) o[(size_t)j] += row[j] * qi;
+                }
+                // Per-head RMSNorm with the shared o_norm, times σ(gate) (§4.6).
+                float ss = 0.0f;
+                for (int64_t j = 0; j < D; j++) ss += o[(size_t)j] * o[(size_t)j];
+                const float r = 1.0f / std::sqrt(ss / (float)D + eps);
+                for (int64_t j = 0; j < D; j++)
+                    ot[h * D + j] = ((o[(size_t)j] * r) * w.o_norm[(size_t)j]) * sigmoidf(gt[h * D + j]);
+            }
+        });
+    }
+    ops_.matmul(w.o, O.data(), n, out);
+}
+
+}  // namespace sluice

@@ -1,0 +1,47 @@
+// Kernel function slots. The scalar set is always built and is the
+// reference; AVX2 / AVX-512 sets are compiled in their own translation units
+// with per-file ISA flags and chosen once, at start-up, from CPUID.
+#pragma once
+#include <cstdint>
+
+#include "quant/qtensor.h"
+#include "sluice/sluice.h"
+
+namespace sluice {
+
+struct Kernels {
+    const char *name;
+    // Dot of row r of W with x[cols]: Σ_groups scale_g · Σ_{i∈g} q_i·x_i, the
+    // group sum scaled once (MODEL.md §11). Indexed by QFmt code.
+    float (*row_dot[8])(const QTensor &W, int64_t r, const float *x);
+    float (*dot)(const float *a, const float *b, int64_t n);
+    // VQ lookup table T[(v*S + s)*E + c] = Σ_{j<8} x[8v+j]·book_s[c][j].
+    void (*vq_table)(const float *x, int64_t nv, int S, int E, const float *const *books, float *T);
+    // Byte-coded VQ matrix-vector product over rows [r0, r1):
+    // y[r] = scale[r] · Σ_v Σ_s T[v][s][code(r,v,s)], summed v-major in f32.
+    void (*vq_gemv_u8)(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
+                       int64_t r0, int64_t r1);
+    // VQ4P: int8 table Tq[(v*4+s)*64 + c] with one scale lam[β] per 32 vector
+    // positions; y[r] = scale[r] · Σ_β lam[β]·(Σ_{v∈β} Σ_s Tq[..]) with exact
+    // integer inner sums (MODEL.md §2.3).
+    void (*vq_gemv_p6)(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv, const float *scale, float *y,
+                       int64_t r0, int64_t r1);
+};
+
+const Kernels &kernels_scalar();
+const Kernels *kernels_avx2();    // nullptr if not compiled in
+const Kernels *kernels_avx512();  // nullptr if not compiled in
+
+// Picks the kernel set: an explicit backend, else SLUICE_BACKEND from the
+// environment ("scalar", "avx2", "avx512"), else the best the CPU runs.
+// Fails for a backend the CPU or build cannot provide.
+bool select_kernels(sluice_backend want, const Kernels **out, const char **why);
+
+// Quantizes a VQ4P lookup table to int8 per block of 32 vector positions,
+// exactly as MODEL.md §2.3 says (a step function: must not be reordered).
+void vq_quantize_table_i8(const float *T, int64_t nv, int8_t *Tq, float *lam);
+
+// Index of the byte unit of (row r, vector v) in a blocked index matrix.
+inline int64_t vq_unit_index(int64_t r, int64_t v, int64_t nv) { return ((r >> 6) * nv + v) * 64 + (r & 63); }
+
+}  // namespace sluice

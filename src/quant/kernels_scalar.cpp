@@ -1,0 +1,132 @@
+#include <cmath>
+
+#include "quant/kernels.h"
+
+namespace sluice {
+namespace {
+
+float dot_f32(const float *a, const float *b, int64_t n) {
+    float s = 0.0f;
+    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+float row_f32(const QTensor &W, int64_t r, const float *x) {
+    return dot_f32(reinterpret_cast<const float *>(W.row(r)), x, W.cols);
+}
+
+template <typename Decode>
+inline float grouped_dot(const QTensor &W, int64_t r, const float *x, Decode code) {
+    const float *sc = W.row_scales(r);
+    float acc = 0.0f;
+    for (int64_t g = 0; g < W.ng; g++) {
+        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
+        float s = 0.0f;
+        for (int64_t i = i0; i < i1; i++) s += (float)code(i) * x[i];
+        acc += s * sc[g];
+    }
+    return acc;
+}
+
+float row_q8(const QTensor &W, int64_t r, const float *x) {
+    const int8_t *q = reinterpret_cast<const int8_t *>(W.row(r));
+    return grouped_dot(W, r, x, [q](int64_t i) { return (int)q[i]; });
+}
+
+float row_q4(const QTensor &W, int64_t r, const float *x) {
+    const uint8_t *q = W.row(r);
+    return grouped_dot(W, r, x, [q](int64_t i) { return (int)((i & 1) ? (q[i >> 1] >> 4) : (q[i >> 1] & 15)) - 8; });
+}
+
+float row_q3(const QTensor &W, int64_t r, const float *x) {
+    const uint8_t *q = W.row(r);
+    return grouped_dot(W, r, x, [q](int64_t i) {
+        int64_t p = 3 * i;
+        unsigned v = q[p >> 3] | ((unsigned)q[(p >> 3) + 1] << 8);  // guard byte makes +1 safe
+        return (int)((v >> (p & 7)) & 7) - 4;
+    });
+}
+
+void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
+    for (int64_t v = 0; v < nv; v++) {
+        const float *xv = x + 8 * v;
+        for (int s = 0; s < S; s++) {
+            const float *b = books[s];
+            float *t = T + (v * S + s) * E;
+            for (int c = 0; c < E; c++) {
+                const float *e = b + 8 * c;
+                float a = 0.0f;
+                for (int j = 0; j < 8; j++) a += xv[j] * e[j];
+                t[c] = a;
+            }
+        }
+    }
+}
+
+void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
+                int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        float acc = 0.0f;
+        for (int64_t v = 0; v < nv; v++) {
+            const uint8_t *u = idx + vq_unit_index(r, v, nv) * S;
+            const float *t = T + v * S * E;
+            for (int s = 0; s < S; s++) acc += t[s * E + u[s]];
+        }
+        y[r] = scale[r] * acc;
+    }
+}
+
+void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv, const float *scale, float *y,
+                int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; r++) {
+        float acc = 0.0f;
+        for (int64_t b0 = 0; b0 < nv; b0 += 32) {
+            int64_t b1 = b0 + 32 < nv ? b0 + 32 : nv;
+            int32_t isum = 0;
+            for (int64_t v = b0; v < b1; v++) {
+                const uint8_t *u = idx + vq_unit_index(r, v, nv) * 3;
+                const int8_t *t = Tq + v * 4 * 64;
+                unsigned w = u[0] | ((unsigned)u[1] << 8) | ((unsigned)u[2] << 16);
+                isum += t[w & 63] + t[64 + ((w >> 6) & 63)] + t[128 + ((w >> 12) & 63)] + t[192 + ((w >> 18) & 63)];
+            }
+            acc += lam[b0 / 32] * (float)isum;
+        }
+        y[r] = scale[r] * acc;
+    }
+}
+
+const Kernels kScalar = {
+    "scalar",
+    {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
+    dot_f32,
+    vq_table,
+    vq_gemv_u8,
+    vq_gemv_p6,
+};
+
+}  // namespace
+
+const Kernels &kernels_scalar() { return kScalar; }
+
+void vq_quantize_table_i8(const float *T, int64_t nv, int8_t *Tq, float *lam) {
+    const int64_t per_v = 4 * 64;
+    for (int64_t b0 = 0; b0 < nv; b0 += 32) {
+        int64_t b1 = b0 + 32 < nv ? b0 + 32 : nv;
+        float M = 0.0f;
+        for (int64_t i = b0 * per_v; i < b1 * per_v; i++) M = std::fmax(M, std::fabs(T[i]));
+        if (M == 0.0f) {
+            lam[b0 / 32] = 0.0f;
+            for (int64_t i = b0 * per_v; i < b1 * per_v; i++) Tq[i] = 0;
+            continue;
+        }
+        const float f = 127.0f / M;  // formed in f32, as specified
+        lam[b0 / 32] = M / 127.0f;
+        for (int64_t i = b0 * per_v; i < b1 * per_v; i++) {
+            float q = std::nearbyint(T[i] * f);  // round half to even (default mode)
+            q = q > 127.0f ? 127.0f : (q < -127.0f ? -127.0f : q);
+            Tq[i] = (int8_t)q;
+        }
+    }
+}
+
+}  // namespace sluice

@@ -1,0 +1,75 @@
+#include "runtime/thread_pool.h"
+
+namespace sluice {
+
+ThreadPool::ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
+    for (int i = 1; i < n_; i++) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        stop_ = true;
+    }
+    cv_work_.notify_all();
+    for (auto &t : threads_) t.join();
+}
+
+static void slice_of(int64_t n, int slices, int i, int64_t *b, int64_t *e) {
+    *b = n * i / slices;
+    *e = n * (i + 1) / slices;
+}
+
+void ThreadPool::worker(int id) {
+    uint64_t seen = 0;
+    for (;;) {
+        const std::function<void(int64_t, int64_t)> *job;
+        int64_t n;
+        int slices;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_work_.wait(lk, [&] { return stop_ || generation_ != seen; });
+            if (stop_) return;
+            seen = generation_;
+            job = job_;
+            n = job_n_;
+            slices = job_slices_;
+        }
+        if (id < slices) {
+            int64_t b, e;
+            slice_of(n, slices, id, &b, &e);
+            if (b < e) (*job)(b, e);
+        }
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            if (--pending_ == 0) cv_done_.notify_one();
+        }
+    }
+}
+
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t want = n / grain;
+    int slices = (int)(want < n_ ? (want < 1 ? 1 : want) : n_);
+    if (slices == 1) {
+        fn(0, n);
+        return;
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        job_ = &fn;
+        job_n_ = n;
+        job_slices_ = slices;
+        pending_ = n_ - 1;
+        generation_++;
+    }
+    cv_work_.notify_all();
+    int64_t b, e;
+    slice_of(n, slices, 0, &b, &e);
+    fn(b, e);
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_done_.wait(lk, [&] { return pending_ == 0; });
+}
+
+}  // namespace sluice

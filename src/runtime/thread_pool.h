@@ -1,0 +1,40 @@
+// A fixed pool of workers for data-parallel kernels. parallel_for splits an
+// index range into contiguous slices; each index's result depends only on
+// that index, so any thread count gives bit-identical outputs.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace sluice {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool &) = delete;
+    ThreadPool &operator=(const ThreadPool &) = delete;
+
+    int size() const { return n_; }
+    // fn(begin, end) over [0, n) in slices; grain = smallest slice worth a thread.
+    void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)> &fn);
+
+private:
+    void worker(int id);
+
+    int n_;
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable cv_work_, cv_done_;
+    const std::function<void(int64_t, int64_t)> *job_ = nullptr;
+    int64_t job_n_ = 0;
+    int job_slices_ = 0;
+    uint64_t generation_ = 0;
+    int pending_ = 0;
+    bool stop_ = false;
+};
+
+}  // namespace sluice
