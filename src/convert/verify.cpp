@@ -1,0 +1,184 @@
+// `sluice verify`: every expert record header and CRC, codebook records,
+// trunk bounds; with a source checkpoint, the dequantized-vs-source error
+// of every trunk tensor and every expert matrix.
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "convert/container.h"
+#include "convert/convert.h"
+#include "convert/experts.h"
+#include "convert/numeric.h"
+#include "convert/safetensors.h"
+#include "convert/trunk.h"
+#include "convert/util.h"
+
+namespace sluice::convert {
+
+static uint32_t rd16(const uint8_t* p) { return p[0] | (p[1] << 8); }
+static uint32_t rd32(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
+
+struct ErrAcc {
+    double num = 0, den = 0, max_abs = 0;
+    void add(const float* w, const float* s, size_t n) {
+        for (size_t i = 0; i < n; ++i) {
+            const double d = static_cast<double>(w[i]) - static_cast<double>(s[i]);
+            num += d * d;
+            den += static_cast<double>(s[i]) * s[i];
+            max_abs = std::max(max_abs, std::fabs(d));
+        }
+    }
+    double rel() const { return den > 0 ? std::sqrt(num / den) : std::sqrt(num); }
+};
+
+// Header checks of FORMAT.md 6.11 plus what warp's verify_container.py
+// asserts; returns "" or the first problem.
+static std::string check_record(const WasteContainer& c, const WasteLayer& l, int64_t e, const std::vector<uint8_t>& r,
+                                bool* crc_bad) {
+    const RecordGeom& g = c.geom();
+    *crc_bad = false;
+    if (rd32(&r[0]) != 0x50584557u) return "bad magic";
+    if (rd16(&r[4]) != (static_cast<uint32_t>(l.layer) & 0xFFFF) || rd16(&r[6]) != (static_cast<uint32_t>(e) & 0xFFFF))
+        return "layer/expert id fields do not match its position";
+    if (static_cast<uint64_t>(rd32(&r[16])) * 4096 != l.stride) return "rec_4k_blocks does not match the stride";
+    const int fmt = r[8];
+    if ((c.index_bits() == 6 && fmt != 8) || (c.index_bits() == 8 && fmt != 4 && fmt != 5))
+        return "fmt byte " + std::to_string(fmt) + " does not fit index_bits";
+    if (rd16(&r[12]) != 0) return "lowrank_id is not 0";
+    if (r[9] != 0) return "flags are not 0";
+    if (rd16(&r[10]) != static_cast<uint32_t>(l.base)) return "codebook_id differs from the layer's codebook_base";
+    if (rd16(&r[10]) + 3 * c.stages() > c.n_books()) return "codebook_id past the end of codebooks.bin";
+    for (int k = 0; k < 4; ++k)
+        if (rd32(&r[20 + 4 * k]) != g.off[k]) return "matrix offsets differ from the geometry config.json implies";
+    if (g.scale_end > l.stride) return "record too small for its scales";
+    const uint32_t crc = crc32(r.data() + 48, g.scale_end - 48);
+    if (crc != rd32(&r[36])) {
+        *crc_bad = true;
+        char b[96];
+        std::snprintf(b, sizeof b, "checksum mismatch (stored %08x, computed %08x)", rd32(&r[36]), crc);
+        return b;
+    }
+    for (uint64_t i = g.scale_end; i < l.stride; ++i)
+        if (r[i] != 0) return "padding after the scales is not zero";
+    return "";
+}
+
+int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, ProgressSink* user_sink) {
+    DefaultSink dflt(false);
+    ProgressSink* sink = user_sink ? user_sink : &dflt;
+    *rep = VerifyReport{};
+    WasteContainer c;
+    if (!c.open(opt.container_dir, err)) return 2;
+    const std::string& dir = opt.container_dir;
+    const ojson cfg = c.manifest()["config"];
+    // Codebook records referenced by layers: headers as the converter writes them.
+    const uint64_t rs = codebook_record_size(c.entries());
+    for (const WasteLayer& l : c.layers())
+        for (int64_t b = l.base; b < l.base + 3 * c.stages() && b < c.n_books(); ++b) {
+            const uint8_t* p = &c.codebook_bytes()[static_cast<size_t>(b * rs)];
+            if (rd32(p) != 0x4B424357u || rd16(p + 4) != (static_cast<uint32_t>(b) & 0xFFFF) || p[7] != 8 ||
+                rd32(p + 8) != static_cast<uint32_t>(c.entries()))
+                rep->problems.push_back("codebooks.bin record " + std::to_string(b) + ": header is not a codebook of " +
+                                        std::to_string(c.entries()) + " entries with its own id");
+        }
+    const int64_t nexp = cfg.value("num_experts", int64_t{0});
+    for (const WasteLayer& l : c.layers()) {
+        const std::string path = dir + "/" + l.file;
+        if (l.experts != nexp || l.stride % 4096 != 0 || l.stride * static_cast<uint64_t>(l.experts) != l.bytes ||
+            file_size(path) != static_cast<int64_t>(l.bytes)) {
+            rep->problems.push_back(path + ": bank size/experts/stride do not match the manifest");
+            ++rep->header_failures;
+            continue;
+        }
+        std::mutex mu;
+        parallel_for(l.experts, opt.jobs, [&](int64_t e, std::string*) {
+            std::vector<uint8_t> r;
+            std::string er;
+            bool crc_bad = false;
+            std::string p = c.read_record(l, e, &r, &er) ? check_record(c, l, e, r, &crc_bad) : er;
+            std::lock_guard<std::mutex> lk(mu);
+            ++rep->records_checked;
+            if (!p.empty()) {
+                (crc_bad ? rep->crc_failures : rep->header_failures) += 1;
+                rep->problems.push_back("expert " + std::to_string(e) + " of layer " + std::to_string(l.layer) + ": " + p);
+            }
+            return true;
+        }, nullptr);
+        sink->progress("verify", l.experts, l.experts, "layer " + std::to_string(l.layer));
+    }
+    const int64_t tsz = file_size(dir + "/trunk.bin");
+    for (const ojson& t : c.manifest()["trunk"]) {
+        const uint64_t end = t.value("off", uint64_t{0}) + t.value("bytes", uint64_t{0});
+        if (tsz < 0 || end > static_cast<uint64_t>(tsz))
+            rep->problems.push_back("trunk entry '" + t.value("name", "") + "': extends past trunk.bin");
+    }
+
+    if (!opt.source_dir.empty()) {
+        Checkpoint ck;
+        ModelPlan mp;
+        if (!ck.open(opt.source_dir, err) || !load_model_plan(opt.source_dir, ck, &mp, err)) return 2;
+        ck.set_fp8_block(mp.fp8_bm, mp.fp8_bn);
+        std::vector<TrunkEntry> plan;
+        uint64_t total = 0;
+        if (!plan_trunk(ck, mp, 4, false, &plan, &total, err)) return 2;
+        for (const ojson& t : c.manifest()["trunk"]) {
+            const std::string name = t.value("name", "");
+            const TrunkEntry* src = nullptr;
+            for (const TrunkEntry& p : plan)
+                if (p.name == name) src = &p;
+            if (!src) {
+                rep->problems.push_back("trunk entry '" + name + "': not in the source");
+                continue;
+            }
+            std::vector<float> w, s(static_cast<size_t>(src->rows * src->cols));
+            if (!c.read_trunk(t, &w, err) || !ck.read_rows_f32(src->source, 0, src->rows, s.data(), err)) return 2;
+            if (w.size() != s.size()) {
+                rep->problems.push_back("trunk entry '" + name + "': element count differs from the source");
+                continue;
+            }
+            ErrAcc a;
+            a.add(w.data(), s.data(), w.size());
+            rep->trunk.push_back({name, a.rel(), a.rel(), a.max_abs});
+        }
+        static const char* kn[3] = {"gate", "up", "down"};
+        for (const WasteLayer& l : c.layers()) {
+            std::vector<double> rel[3];
+            double mabs[3] = {0, 0, 0};
+            for (int k = 0; k < 3; ++k) rel[k].assign(static_cast<size_t>(l.experts), 0.0);
+            std::mutex mu;
+            if (!parallel_for(l.experts, opt.jobs, [&](int64_t e, std::string* er) {
+                    std::vector<uint8_t> r;
+                    if (!c.read_record(l, e, &r, er)) return false;
+                    for (int k = 0; k < 3; ++k) {
+                        std::vector<float> w, s(static_cast<size_t>(c.geom().rows[k] * c.geom().cols[k]));
+                        c.dequant_matrix(r, k, &w);
+                        if (!ck.read_rows_f32(mp.expert_name(l.layer, e, k), 0, c.geom().rows[k], s.data(), er)) return false;
+                        ErrAcc a;
+                        a.add(w.data(), s.data(), w.size());
+                        std::lock_guard<std::mutex> lk(mu);
+                        rel[k][static_cast<size_t>(e)] = a.rel();
+                        mabs[k] = std::max(mabs[k], a.max_abs);
+                        if (opt.per_expert)
+                            rep->experts.push_back({"L" + std::to_string(l.layer) + ".e" + std::to_string(e) + "." + kn[k],
+                                                    a.rel(), a.rel(), a.max_abs});
+                    }
+                    return true;
+                }, err))
+                return 2;
+            for (int k = 0; k < 3; ++k) {
+                double sum = 0, mx = 0;
+                for (double v : rel[k]) { sum += v; mx = std::max(mx, v); }
+                rep->experts.push_back({"L" + std::to_string(l.layer) + "." + kn[k],
+                                        l.experts ? sum / static_cast<double>(l.experts) : 0.0, mx, mabs[k]});
+            }
+        }
+    }
+    if (!rep->problems.empty()) {
+        *err = rep->problems.front() + (rep->problems.size() > 1 ? " (and " + std::to_string(rep->problems.size() - 1) + " more)" : "");
+        return 2;
+    }
+    return 0;
+}
+
+}  // namespace sluice::convert

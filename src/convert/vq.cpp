@@ -1,0 +1,287 @@
+#include "convert/vq.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "convert/numeric.h"
+#include "convert/util.h"
+
+namespace sluice::convert {
+
+uint64_t Rng::next() {
+    uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t Rng::below(uint64_t n) {
+    if (n <= 1) return 0;
+    const uint64_t lim = std::numeric_limits<uint64_t>::max() - std::numeric_limits<uint64_t>::max() % n;
+    for (;;) {
+        const uint64_t v = next();
+        if (v < lim) return v % n;
+    }
+}
+
+double Rng::unit() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
+
+uint64_t mix_seed(uint64_t a, uint64_t b) {
+    Rng r(a * 0x2545F4914F6CDD1Dull + b);
+    r.next();
+    return r.next();
+}
+
+std::vector<uint32_t> partial_perm(uint64_t n, uint64_t k, Rng& rng) {
+    k = std::min(k, n);
+    std::vector<uint32_t> p(n);
+    for (uint64_t i = 0; i < n; ++i) p[i] = static_cast<uint32_t>(i);
+    for (uint64_t i = 0; i < k; ++i) std::swap(p[i], p[i + rng.below(n - i)]);
+    p.resize(k);
+    return p;
+}
+
+namespace {
+
+constexpr int64_t kChunk = 4096;  // fixed work split: independent of --jobs
+
+// Centroids transposed to [d][E] so the inner loop over entries vectorizes;
+// each entry's distance is still summed over d = 0..7 in order, exactly the
+// scalar f32 sum (no FMA: the build uses -ffp-contract=off).
+struct BookT {
+    int E;
+    std::vector<float> t;  // 8 * E
+    BookT(const std::vector<float>& c, int e) : E(e), t(static_cast<size_t>(8 * e)) {
+        for (int j = 0; j < e; ++j)
+            for (int d = 0; d < 8; ++d) t[static_cast<size_t>(d * e + j)] = c[static_cast<size_t>(j * 8 + d)];
+    }
+    int nearest(const float* x, float* acc) const {
+        for (int j = 0; j < E; ++j) acc[j] = 0.0f;
+        for (int d = 0; d < 8; ++d) {
+            const float xd = x[d];
+            const float* row = &t[static_cast<size_t>(d * E)];
+            for (int j = 0; j < E; ++j) {
+                const float diff = xd - row[j];
+                acc[j] += diff * diff;
+            }
+        }
+        int best = 0;
+        float bd = acc[0];
+        for (int j = 1; j < E; ++j)
+            if (acc[j] < bd) { bd = acc[j]; best = j; }  // strict <: first minimum wins
+        return best;
+    }
+};
+
+float dist8(const float* a, const float* b) {
+    float s = 0.0f;
+    for (int d = 0; d < 8; ++d) {
+        const float t = a[d] - b[d];
+        s += t * t;
+    }
+    return s;
+}
+
+bool assign_all(const std::vector<float>& x, int64_t n, const std::vector<float>& c, int E, int jobs,
+                std::vector<int32_t>* a, std::string* err) {
+    const BookT bt(c, E);
+    a->resize(static_cast<size_t>(n));
+    const int64_t nchunks = (n + kChunk - 1) / kChunk;
+    return parallel_for(nchunks, jobs, [&](int64_t ch, std::string*) {
+        std::vector<float> acc(static_cast<size_t>(E));
+        const int64_t i1 = std::min(n, (ch + 1) * kChunk);
+        for (int64_t i = ch * kChunk; i < i1; ++i) (*a)[static_cast<size_t>(i)] = bt.nearest(&x[static_cast<size_t>(i * 8)], acc.data());
+        return true;
+    }, err);
+}
+
+// k-means++ seeding (D^2 sampling): fewer bad starts than picking random
+// rows, which matters for the 10-iteration budget.
+bool seed_pp(const std::vector<float>& x, int64_t n, int E, Rng& rng, int jobs, std::vector<float>* c,
+             std::string* err) {
+    c->assign(static_cast<size_t>(E * 8), 0.0f);
+    std::vector<float> d2(static_cast<size_t>(n), std::numeric_limits<float>::max());
+    int64_t pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
+    const int64_t nchunks = (n + kChunk - 1) / kChunk;
+    for (int k = 0; k < E; ++k) {
+        std::memcpy(&(*c)[static_cast<size_t>(k * 8)], &x[static_cast<size_t>(pick * 8)], 32);
+        if (k + 1 == E) break;
+        const float* ck = &(*c)[static_cast<size_t>(k * 8)];
+        if (!parallel_for(nchunks, jobs, [&](int64_t ch, std::string*) {
+                const int64_t i1 = std::min(n, (ch + 1) * kChunk);
+                for (int64_t i = ch * kChunk; i < i1; ++i) {
+                    const float d = dist8(&x[static_cast<size_t>(i * 8)], ck);
+                    if (d < d2[static_cast<size_t>(i)]) d2[static_cast<size_t>(i)] = d;
+                }
+                return true;
+            }, err))
+            return false;
+        double total = 0.0;  // serial, in index order: deterministic
+        for (int64_t i = 0; i < n; ++i) total += d2[static_cast<size_t>(i)];
+        if (!(total > 0.0)) {
+            pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
+            continue;
+        }
+        const double target = rng.unit() * total;
+        double run = 0.0;
+        pick = n - 1;
+        for (int64_t i = 0; i < n; ++i) {
+            run += d2[static_cast<size_t>(i)];
+            if (run > target) { pick = i; break; }
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+bool train_rvq(std::vector<float>& x, int S, int E, int iters, uint64_t seed, int jobs,
+               std::vector<std::vector<float>>* books, std::string* err) {
+    const int64_t n = static_cast<int64_t>(x.size() / 8);
+    if (n < E) {
+        *err = "only " + std::to_string(n) + " training vectors for " + std::to_string(E) +
+               " codebook entries (use fewer --entries or a larger --cb-sample)";
+        return false;
+    }
+    books->assign(static_cast<size_t>(S), {});
+    std::vector<int32_t> a;
+    for (int s = 0; s < S; ++s) {
+        Rng rng(mix_seed(seed, static_cast<uint64_t>(s)));
+        std::vector<float> c;
+        if (!seed_pp(x, n, E, rng, jobs, &c, err)) return false;
+        for (int it = 0; it < iters; ++it) {
+            if (!assign_all(x, n, c, E, jobs, &a, err)) return false;
+            std::vector<double> sum(static_cast<size_t>(E * 8), 0.0);
+            std::vector<int64_t> cnt(static_cast<size_t>(E), 0);
+            for (int64_t i = 0; i < n; ++i) {  // serial, fixed order
+                const int j = a[static_cast<size_t>(i)];
+                ++cnt[static_cast<size_t>(j)];
+                for (int d = 0; d < 8; ++d) sum[static_cast<size_t>(j * 8 + d)] += x[static_cast<size_t>(i * 8 + d)];
+            }
+            for (int j = 0; j < E; ++j)
+                if (cnt[static_cast<size_t>(j)] > 0)  // empty clusters keep their centroid
+                    for (int d = 0; d < 8; ++d)
+                        c[static_cast<size_t>(j * 8 + d)] =
+                            static_cast<float>(sum[static_cast<size_t>(j * 8 + d)] / static_cast<double>(cnt[static_cast<size_t>(j)]));
+        }
+        if (!assign_all(x, n, c, E, jobs, &a, err)) return false;
+        for (int64_t i = 0; i < n; ++i)
+            for (int d = 0; d < 8; ++d)
+                x[static_cast<size_t>(i * 8 + d)] -= c[static_cast<size_t>(a[static_cast<size_t>(i)] * 8 + d)];
+        (*books)[static_cast<size_t>(s)] = std::move(c);
+    }
+    return true;
+}
+
+void encode_rvq(const float* x, int64_t n, const std::vector<std::vector<float>>& books, int E, uint8_t* idx) {
+    const int S = static_cast<int>(books.size());
+    std::vector<BookT> bt;
+    for (const auto& b : books) bt.emplace_back(b, E);
+    std::vector<float> acc(static_cast<size_t>(E));
+    for (int64_t i = 0; i < n; ++i) {
+        float r[8];
+        std::memcpy(r, x + i * 8, 32);
+        for (int s = 0; s < S; ++s) {
+            const int j = bt[static_cast<size_t>(s)].nearest(r, acc.data());
+            idx[i * S + s] = static_cast<uint8_t>(j);
+            const float* c = &books[static_cast<size_t>(s)][static_cast<size_t>(j * 8)];
+            for (int d = 0; d < 8; ++d) r[d] -= c[d];
+        }
+    }
+}
+
+RecordGeom record_geometry(int64_t I, int64_t lat, int S, int index_bits) {
+    RecordGeom g;
+    g.S = S;
+    g.index_bits = index_bits;
+    g.rows[0] = g.rows[1] = I; g.cols[0] = g.cols[1] = lat;
+    g.rows[2] = lat; g.cols[2] = I;
+    const uint64_t u = index_bits == 6 ? 3 : static_cast<uint64_t>(S);
+    uint64_t off = 48;
+    for (int k = 0; k < 3; ++k) {
+        const uint64_t nb = static_cast<uint64_t>((g.rows[k] + kIndexBlock - 1) / kIndexBlock);
+        g.idx_bytes[k] = nb * static_cast<uint64_t>(g.cols[k] / kVecDim) * kIndexBlock * u;
+        g.off[k] = static_cast<uint32_t>(off);
+        off += g.idx_bytes[k];
+    }
+    g.off[3] = static_cast<uint32_t>(off);
+    g.scale_end = off + 2 * static_cast<uint64_t>(2 * I + lat);
+    g.stride = (g.scale_end + 4095) / 4096 * 4096;
+    return g;
+}
+
+static void put16(uint8_t* p, uint32_t v) { p[0] = v & 0xFF; p[1] = (v >> 8) & 0xFF; }
+static void put32(uint8_t* p, uint32_t v) { for (int i = 0; i < 4; ++i) p[i] = (v >> (8 * i)) & 0xFF; }
+
+void build_record(const RecordGeom& g, int layer, int expert, int codebook_id, const uint8_t* const idx[3],
+                  const uint16_t* const scales[3], uint8_t* rec) {
+    std::memset(rec, 0, g.stride);
+    const int S = g.S;
+    const uint64_t u = g.index_bits == 6 ? 3 : static_cast<uint64_t>(S);
+    for (int k = 0; k < 3; ++k) {
+        const int64_t M = g.rows[k], nv = g.cols[k] / kVecDim;
+        uint8_t* base = rec + g.off[k];
+        for (int64_t r = 0; r < M; ++r) {
+            for (int64_t v = 0; v < nv; ++v) {
+                const uint8_t* s = idx[k] + (r * nv + v) * S;
+                uint8_t* dst = base + ((static_cast<uint64_t>(r / kIndexBlock) * nv + v) * kIndexBlock + r % kIndexBlock) * u;
+                if (g.index_bits == 6) {  // four 6-bit fields, little-endian 24-bit
+                    dst[0] = static_cast<uint8_t>(s[0] | (s[1] << 6));
+                    dst[1] = static_cast<uint8_t>((s[1] >> 2) | (s[2] << 4));
+                    dst[2] = static_cast<uint8_t>((s[2] >> 4) | (s[3] << 2));
+                } else {
+                    std::memcpy(dst, s, static_cast<size_t>(S));
+                }
+            }
+        }
+    }
+    uint8_t* sc = rec + g.off[3];
+    for (int k = 0; k < 3; ++k)
+        for (int64_t r = 0; r < g.rows[k]; ++r, sc += 2) put16(sc, scales[k][r]);
+    put32(rec + 0, 0x50584557u);  // "WEXP"
+    put16(rec + 4, static_cast<uint32_t>(layer));
+    put16(rec + 6, static_cast<uint32_t>(expert));
+    rec[8] = g.index_bits == 6 ? 8 : 4;  // VQ4P or VQ3R (also for 2 stages)
+    rec[9] = 0;
+    put16(rec + 10, static_cast<uint32_t>(codebook_id));
+    put32(rec + 16, static_cast<uint32_t>(g.stride / 4096));
+    put32(rec + 20, g.off[0]);
+    put32(rec + 24, g.off[1]);
+    put32(rec + 28, g.off[2]);
+    put32(rec + 32, g.off[3]);
+    put32(rec + 36, crc32(rec + 48, g.scale_end - 48));
+}
+
+void unpack_indices(const RecordGeom& g, int kind, const uint8_t* rec, uint8_t* idx) {
+    const int S = g.S;
+    const uint64_t u = g.index_bits == 6 ? 3 : static_cast<uint64_t>(S);
+    const int64_t M = g.rows[kind], nv = g.cols[kind] / kVecDim;
+    const uint8_t* base = rec + g.off[kind];
+    for (int64_t r = 0; r < M; ++r)
+        for (int64_t v = 0; v < nv; ++v) {
+            const uint8_t* p = base + ((static_cast<uint64_t>(r / kIndexBlock) * nv + v) * kIndexBlock + r % kIndexBlock) * u;
+            uint8_t* s = idx + (r * nv + v) * S;
+            if (g.index_bits == 6) {
+                s[0] = p[0] & 63;
+                s[1] = ((p[0] >> 6) | (p[1] << 2)) & 63;
+                s[2] = ((p[1] >> 4) | (p[2] << 4)) & 63;
+                s[3] = p[2] >> 2;
+            } else {
+                std::memcpy(s, p, static_cast<size_t>(S));
+            }
+        }
+}
+
+std::vector<uint8_t> codebook_record(uint32_t id, const std::vector<float>& entries, int E) {
+    std::vector<uint8_t> r(codebook_record_size(E), 0);
+    put32(&r[0], 0x4B424357u);  // "WCBK"
+    put16(&r[4], id & 0xFFFFu);
+    r[6] = 4;  // always VQ3R
+    r[7] = kVecDim;
+    put32(&r[8], static_cast<uint32_t>(E));
+    for (int i = 0; i < E * kVecDim; ++i) put16(&r[16 + 2 * static_cast<size_t>(i)], f32_to_f16(entries[static_cast<size_t>(i)]));
+    return r;
+}
+
+}  // namespace sluice::convert

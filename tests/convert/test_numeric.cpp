@@ -1,0 +1,161 @@
+// Number formats, checksums, packing and record geometry.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "convert/numeric.h"
+#include "convert/trunk.h"
+#include "convert/vq.h"
+
+using namespace sluice::convert;
+
+TEST(ConvertNumeric, F16MatchesCompilerHalfConversion) {
+    // _Float16 casts are IEEE round-to-nearest-even: the reference for 12.2.
+    std::mt19937 rng(1);
+    int64_t checked = 0, bad = 0;
+    auto check = [&](float f) {
+        const _Float16 h = static_cast<_Float16>(f);
+        uint16_t want;
+        std::memcpy(&want, &h, 2);
+        if (std::isnan(f)) return;
+        ++checked;
+        bad += f32_to_f16(f) != want;
+    };
+    for (uint32_t e = 0; e < 256; ++e)
+        for (int k = 0; k < 2000; ++k) {
+            const uint32_t u = (e << 23) | (rng() & 0x7FFFFFu) | (rng() & 1u ? 0x80000000u : 0u);
+            float f;
+            std::memcpy(&f, &u, 4);
+            check(f);
+        }
+    // Exact ties at every half exponent, incl. subnormal ties.
+    for (int e = -26; e < 17; ++e)
+        for (int m = 0; m < 64; ++m) check(std::ldexp(1.0f + (m + 0.5f) / 1024.0f, e));
+    std::printf("f16 conversion: %lld values checked, %lld mismatches\n", static_cast<long long>(checked),
+                static_cast<long long>(bad));
+    EXPECT_EQ(bad, 0);
+    for (uint32_t h = 0; h < 0x7C00; ++h) EXPECT_EQ(f32_to_f16(f16_to_f32(static_cast<uint16_t>(h))), h);
+    EXPECT_EQ(f16_to_f32_flush(0x0001), 0.0f);
+    EXPECT_TRUE(std::signbit(f16_to_f32_flush(0x8001)));
+    EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(ConvertNumeric, CrcAndShaCheckValues) {
+    EXPECT_EQ(crc32("", 0), 0x00000000u);
+    EXPECT_EQ(crc32("a", 1), 0xE8B7BE43u);
+    EXPECT_EQ(crc32("123456789", 9), 0xCBF43926u);
+    const char* fox = "The quick brown fox jumps over the lazy dog";
+    EXPECT_EQ(crc32(fox, std::strlen(fox)), 0x414FA339u);
+    EXPECT_EQ(crc32("6789", 4, crc32("12345", 5)), 0xCBF43926u);
+    Sha256 a;
+    EXPECT_EQ(Sha256::hex(a.finish()), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+    Sha256 b;
+    b.update("abc", 3);
+    EXPECT_EQ(Sha256::hex(b.finish()), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    Sha256 c;
+    const std::string m(1000, 'a');
+    for (int i = 0; i < 1000; ++i) c.update(m.data(), m.size());
+    EXPECT_EQ(Sha256::hex(c.finish()), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(ConvertNumeric, SourceFormats) {
+    EXPECT_EQ(fp8_e4m3_to_f32(0x7E), 448.0f);
+    EXPECT_TRUE(std::isnan(fp8_e4m3_to_f32(0x7F)));
+    EXPECT_EQ(fp8_e4m3_to_f32(0x01), std::ldexp(1.0f, -9));
+    EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.0f);
+    EXPECT_EQ(fp8_e4m3_to_f32(0xC0), -2.0f);
+    EXPECT_EQ(fp8_e5m2_to_f32(0x3C), 1.0f);
+    EXPECT_TRUE(std::isinf(fp8_e5m2_to_f32(0x7C)));
+    const float mags[8] = {0, 0.5f, 1, 1.5f, 2, 3, 4, 6};
+    for (int c = 0; c < 16; ++c) EXPECT_EQ(fp4_e2m1_to_f32(static_cast<uint8_t>(c)), (c & 8 ? -1 : 1) * mags[c & 7]);
+    EXPECT_EQ(e8m0_to_f32(0), 0.0f);  // warp: a zero scale, not 2^-127
+    EXPECT_EQ(e8m0_to_f32(127), 1.0f);
+    EXPECT_EQ(e8m0_to_f32(130), 8.0f);
+    EXPECT_EQ(bf16_to_f32(0x3F80), 1.0f);
+}
+
+TEST(ConvertNumeric, TrunkGeometryAndRoundTrip) {
+    // FORMAT.md 4.7 worked numbers for [128, 520].
+    EXPECT_EQ(trunk_row_bytes(kQ4G, 640), 320u);
+    EXPECT_EQ(trunk_row_bytes(kQ3G, 640), 241u);
+    EXPECT_EQ(trunk_row_bytes(kQ8G, 640), 640u);
+    std::mt19937 rng(3);
+    std::normal_distribution<float> nd(0.0f, 0.02f);
+    const int64_t R = 7, N = 520, ng = 5;
+    std::vector<float> x(R * N);
+    for (float& v : x) v = nd(rng);
+    for (int fmt : {kQ8G, kQ4G, kQ3G}) {
+        const uint64_t rb = trunk_row_bytes(fmt, ng * 128);
+        std::vector<uint8_t> pay(rb * R);
+        std::vector<uint16_t> sc(R * ng);
+        quantize_rows(x.data(), R, N, fmt, pay.data(), sc.data());
+        double worst = 0;
+        std::vector<float> y(N);
+        for (int64_t r = 0; r < R; ++r) {
+            dequantize_row(&pay[rb * r], &sc[r * ng], N, fmt, y.data());
+            for (int64_t i = 0; i < N; ++i) {
+                const float s = f16_to_f32(sc[r * ng + i / 128]);
+                worst = std::max(worst, static_cast<double>(std::fabs(y[i] - x[r * N + i]) / s));
+            }
+            if (fmt == kQ4G) EXPECT_EQ(pay[rb * r + rb - 1], 0x88);  // fully padded byte
+            if (fmt == kQ3G) EXPECT_EQ(pay[rb * r + rb - 1], 0x00);  // guard byte
+        }
+        std::printf("fmt %d: worst |err| / scale = %.4f\n", fmt, worst);
+        // Codes use the f32 scale, the stored scale is its f16 rounding:
+        // half a step plus qmax times f16's relative rounding error.
+        const double qmax = fmt == kQ8G ? 127 : fmt == kQ4G ? 7 : 3;
+        EXPECT_LE(worst, 0.5 + qmax / 2048.0 + 1e-6);
+    }
+}
+
+TEST(ConvertNumeric, RecordGeometryMatchesFormatExamples) {
+    const RecordGeom k = record_geometry(1024, 2304, 3, 8);  // Kimi-Linear 48B (6.10)
+    EXPECT_EQ(k.off[0], 48u);
+    EXPECT_EQ(k.off[1], 884784u);
+    EXPECT_EQ(k.off[2], 1769520u);
+    EXPECT_EQ(k.off[3], 2654256u);
+    EXPECT_EQ(k.stride, 2666496u);
+    const RecordGeom s = record_geometry(64, 128, 3, 8);  // synthetic container
+    EXPECT_EQ(s.off[1], 3120u);
+    EXPECT_EQ(s.off[2], 6192u);
+    EXPECT_EQ(s.off[3], 9264u);
+    EXPECT_EQ(s.stride, 12288u);
+    const RecordGeom k3 = record_geometry(3072, 3584, 3, 8);
+    EXPECT_EQ(k3.stride, 12406784u);
+}
+
+TEST(ConvertNumeric, BlockedIndicesRoundTripWithTailRows) {
+    for (int bits : {8, 6}) {
+        const int S = bits == 6 ? 4 : 3;
+        const RecordGeom g = record_geometry(96, 128, S, bits);  // 32-row tail block in gate/up
+        std::mt19937 rng(5);
+        std::vector<uint8_t> idx[3];
+        std::vector<uint16_t> sc[3];
+        for (int k = 0; k < 3; ++k) {
+            idx[k].resize(g.rows[k] * (g.cols[k] / 8) * S);
+            for (auto& v : idx[k]) v = static_cast<uint8_t>(rng() % (bits == 6 ? 64 : 256));
+            sc[k].assign(g.rows[k], 0x3C00);
+        }
+        std::vector<uint8_t> rec(g.stride);
+        const uint8_t* ip[3] = {idx[0].data(), idx[1].data(), idx[2].data()};
+        const uint16_t* sp[3] = {sc[0].data(), sc[1].data(), sc[2].data()};
+        build_record(g, 3, 5, 9, ip, sp, rec.data());
+        for (int k = 0; k < 3; ++k) {
+            std::vector<uint8_t> back(idx[k].size());
+            unpack_indices(g, k, rec.data(), back.data());
+            EXPECT_EQ(back, idx[k]) << "kind " << k << " bits " << bits;
+        }
+        // Tail rows 96..127 of the gate's second block are zero bytes.
+        const uint64_t u = bits == 6 ? 3 : S;
+        const int64_t nv = 16;
+        for (int64_t v = 0; v < nv; ++v)
+            for (int64_t r = 32; r < 64; ++r)
+                for (uint64_t b = 0; b < u; ++b) ASSERT_EQ(rec[g.off[0] + ((1 * nv + v) * 64 + r) * u + b], 0);
+        EXPECT_EQ(rec[8], bits == 6 ? 8 : 4);
+        uint32_t crc;
+        std::memcpy(&crc, &rec[36], 4);
+        EXPECT_EQ(crc, crc32(rec.data() + 48, g.scale_end - 48));
+    }
+}
