@@ -13,12 +13,25 @@
 
 namespace sluice {
 
+// Diagnostics for VQ4P's int8 table, which is a step function of its input
+// (MODEL.md §2.3, §11): an entry within float noise of a rounding boundary
+// can round differently in two correct engines. The engine can report the
+// closest such entry and, for a margin-aware comparison, round one named
+// entry the other way.
+struct Vq4pEntry {
+    int layer = -1, pos = -1, kind = -1, expert = -1;  // kind 0 gate, 1 up, 2 down
+    int64_t index = -1;                                // flat table index
+    double margin = 1e30;                              // distance to the .5 boundary, in code units
+};
+
 struct EngineOptions {
     int n_threads = 1;
     sluice_backend backend = SLUICE_BACKEND_AUTO;
     bool verify_records = false;
     int prefill_chunk = 64;
     int max_context = 4096;
+    bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
+    Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -43,6 +56,8 @@ public:
     int n_threads() const { return pool_->size(); }
     int n_past() const { return pos_; }
     ExpertStats expert_stats() const { return experts_->stats(); }
+    // Entries within 1e-4 code units of a rounding boundary, closest first.
+    std::vector<Vq4pEntry> vq4p_near_ties() const;
 
     void reset();
     // Evaluates n tokens from the current position. logits: n x V if all,
@@ -62,6 +77,7 @@ private:
     void act(float *a, const float *b, int64_t n) const;  // a <- act(a, b)
     void attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const;
     void init_rope();
+    void quantize_table(const float *T, int64_t nv, int8_t *Tq, float *lam, int L, int pos, int kind, int expert);
 
     Container c_;
     ModelWeights w_;
@@ -72,6 +88,7 @@ private:
     ExpertGeom geom_;
     std::vector<float> rope_freq_;
     float mla_scale_ = 1.0f;
+    std::vector<Vq4pEntry> vq4p_near_;
 
     // Session state.
     int pos_ = 0;

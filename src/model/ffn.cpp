@@ -33,6 +33,38 @@ void Engine::dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float 
     ops_.matmul(w.down, A.data(), n, out);
 }
 
+void Engine::quantize_table(const float *T, int64_t nv, int8_t *Tq, float *lam, int L, int pos, int kind,
+                            int expert) {
+    vq_quantize_table_i8(T, nv, Tq, lam);
+    const Vq4pEntry &f = opt_.vq4p_flip;
+    const bool flip = f.layer == L && f.pos == pos && f.kind == kind && f.expert == expert;
+    if (!opt_.vq4p_diag && !flip) return;
+    for (int64_t b0 = 0; b0 < nv; b0 += 32) {
+        const int64_t b1 = std::min<int64_t>(b0 + 32, nv);
+        float M = 0.0f;
+        for (int64_t i = b0 * 256; i < b1 * 256; i++) M = std::fmax(M, std::fabs(T[i]));
+        if (M == 0.0f) continue;
+        const float fct = 127.0f / M;
+        for (int64_t i = b0 * 256; i < b1 * 256; i++) {
+            const float v = T[i] * fct;
+            const double margin = std::fabs(std::fabs((double)v - std::floor((double)v)) - 0.5);
+            if (opt_.vq4p_diag && margin < 1e-4 && std::fabs(v) < 127.0f && vq4p_near_.size() < 4096)
+                vq4p_near_.push_back({L, pos, kind, expert, i, margin});
+            if (flip && i == f.index) {
+                const int q = Tq[i];
+                const int alt = (double)v > q ? q + 1 : q - 1;
+                Tq[i] = (int8_t)std::clamp(alt, -127, 127);
+            }
+        }
+    }
+}
+
+std::vector<Vq4pEntry> Engine::vq4p_near_ties() const {
+    std::vector<Vq4pEntry> v = vq4p_near_;
+    std::sort(v.begin(), v.end(), [](const Vq4pEntry &a, const Vq4pEntry &b) { return a.margin < b.margin; });
+    return v;
+}
+
 Status Engine::ffn_block(int L, const float *Hn, int64_t n, float *out) {
     const LayerWeights &lw = w_.layers[(size_t)L];
     if (!lw.moe) {
@@ -117,8 +149,10 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             lg.resize((size_t)(n * nb_in));
             lu.resize((size_t)(n * nb_in));
             for (int64_t t = 0; t < n; t++) {
-                vq_quantize_table_i8(Tg.data() + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in);
-                vq_quantize_table_i8(Tu.data() + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in);
+                quantize_table(Tg.data() + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in, L,
+                               pos_ + (int)t, 0, -1);
+                quantize_table(Tu.data() + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in, L,
+                               pos_ + (int)t, 1, -1);
             }
         }
     }
@@ -163,7 +197,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             if (p6) {
                 Tdq.resize(Td.size() + 64);
                 ld.resize((size_t)((nv_I + 31) / 32));
-                vq_quantize_table_i8(Td.data(), nv_I, Tdq.data(), ld.data());
+                quantize_table(Td.data(), nv_I, Tdq.data(), ld.data(), L, pos_ + (int)t, 2, e);
             }
             gemv(Td.data(), Tdq.data(), ld.data(), ev.down, nv_I, sd.data(), y, nin);
         }
@@ -190,7 +224,6 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     }
 
     // Shared experts on the full hidden state (§7.2).
-    DenseWeights sh;
     const int64_t W = mw.sh_gate.rows;
     std::vector<float> A((size_t)(n * W)), Bv((size_t)(n * W));
     ops_.matmul(mw.sh_gate, Hn, n, A.data());

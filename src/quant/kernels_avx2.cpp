@@ -2,25 +2,50 @@
 // selected at run time.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "quant/kernels.h"
 
 namespace sluice {
 namespace {
 
-inline float hsum(__m256 v) {
-    __m128 a = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    a = _mm_add_ps(a, _mm_movehl_ps(a, a));
-    a = _mm_add_ss(a, _mm_movehdup_ps(a));
-    return _mm_cvtss_f32(a);
+// 32 lanes in four registers, reduced pairwise (j+16, j+8, j+4, j+2, j+1):
+// the scalar reference order, so results are bit-identical to it.
+inline float hsum4(__m256 s0, __m256 s1, __m256 s2, __m256 s3) {
+    __m256 b = _mm256_add_ps(_mm256_add_ps(s0, s2), _mm256_add_ps(s1, s3));
+    __m128 c = _mm_add_ps(_mm256_castps256_ps128(b), _mm256_extractf128_ps(b, 1));
+    __m128 d = _mm_add_ps(c, _mm_movehl_ps(c, c));
+    return _mm_cvtss_f32(d) + _mm_cvtss_f32(_mm_shuffle_ps(d, d, 1));
+}
+
+inline __m256 cvt8(const int8_t *p) { return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p))); }
+
+inline float dot_i8(const int8_t *w, const float *x, int64_t lim) {
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    int64_t i = 0;
+    for (; i + 32 <= lim; i += 32) {
+        s0 = _mm256_fmadd_ps(cvt8(w + i), _mm256_loadu_ps(x + i), s0);
+        s1 = _mm256_fmadd_ps(cvt8(w + i + 8), _mm256_loadu_ps(x + i + 8), s1);
+        s2 = _mm256_fmadd_ps(cvt8(w + i + 16), _mm256_loadu_ps(x + i + 16), s2);
+        s3 = _mm256_fmadd_ps(cvt8(w + i + 24), _mm256_loadu_ps(x + i + 24), s3);
+    }
+    float part = hsum4(s0, s1, s2, s3);
+    for (; i < lim; i++) part += (float)w[i] * x[i];
+    return part;
 }
 
 float dot_f32(const float *a, const float *b, int64_t n) {
-    __m256 acc = _mm256_setzero_ps();
+    __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-    float t = 0.0f;
-    for (; i < n; i++) t += a[i] * b[i];
-    return hsum(acc) + t;
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), s1);
+        s2 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 16), _mm256_loadu_ps(b + i + 16), s2);
+        s3 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 24), _mm256_loadu_ps(b + i + 24), s3);
+    }
+    float part = hsum4(s0, s1, s2, s3);
+    for (; i < n; i++) part += a[i] * b[i];
+    return part;
 }
 
 float row_f32(const QTensor &W, int64_t r, const float *x) {
@@ -32,16 +57,8 @@ float row_q8(const QTensor &W, int64_t r, const float *x) {
     const float *sc = W.row_scales(r);
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m256 s = _mm256_setzero_ps();
-        int64_t i = i0;
-        for (; i + 8 <= i1; i += 8) {
-            __m256 w = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)(q + i))));
-            s = _mm256_fmadd_ps(w, _mm256_loadu_ps(x + i), s);
-        }
-        float tail = 0.0f;
-        for (; i < i1; i++) tail += (float)q[i] * x[i];
-        acc += (hsum(s) + tail) * sc[g];
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        acc += sc[g] * dot_i8(q + i0, x + i0, lim);
     }
     return acc;
 }
@@ -49,26 +66,23 @@ float row_q8(const QTensor &W, int64_t r, const float *x) {
 float row_q4(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
-    const __m256i k15 = _mm256_set1_epi32(15), k8 = _mm256_set1_epi32(8);
+    alignas(64) int8_t unp[4096];  // group <= 4096 (checked at load)
+    const __m256i m15 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(8);
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m256 s = _mm256_setzero_ps();
-        int64_t i = i0;
-        for (; i + 16 <= i1; i += 16) {
-            __m256i b = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(q + (i >> 1))));
-            __m256 lo = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_and_si256(b, k15), k8));
-            __m256 hi = _mm256_cvtepi32_ps(_mm256_sub_epi32(_mm256_srli_epi32(b, 4), k8));
-            __m256 a = _mm256_loadu_ps(x + i), c = _mm256_loadu_ps(x + i + 8);
-            // De-interleave x into even and odd elements to meet the nibbles.
-            __m256 ev = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0x88)), 0xD8));
-            __m256 od = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, c, 0xDD)), 0xD8));
-            s = _mm256_fmadd_ps(lo, ev, s);
-            s = _mm256_fmadd_ps(hi, od, s);
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        const uint8_t *p4 = q + i0 / 2;
+        int64_t i = 0;
+        for (; i + 64 <= W.group; i += 64) {
+            const __m256i by = _mm256_loadu_si256((const __m256i *)(p4 + i / 2));
+            const __m256i lo = _mm256_and_si256(by, m15), hi = _mm256_and_si256(_mm256_srli_epi16(by, 4), m15);
+            const __m256i e0 = _mm256_unpacklo_epi8(lo, hi), e1 = _mm256_unpackhi_epi8(lo, hi);
+            _mm256_storeu_si256((__m256i *)(unp + i), _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x20), bias));
+            _mm256_storeu_si256((__m256i *)(unp + i + 32),
+                                _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x31), bias));
         }
-        float tail = 0.0f;
-        for (; i < i1; i++) tail += (float)((int)((i & 1) ? (q[i >> 1] >> 4) : (q[i >> 1] & 15)) - 8) * x[i];
-        acc += (hsum(s) + tail) * sc[g];
+        for (; i < W.group; i++) unp[i] = (int8_t)((int)((i & 1) ? (p4[i >> 1] >> 4) : (p4[i >> 1] & 15)) - 8);
+        acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
 }
@@ -76,31 +90,18 @@ float row_q4(const QTensor &W, int64_t r, const float *x) {
 float row_q3(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
-    const __m256i sh = _mm256_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21);
-    const __m256i k7 = _mm256_set1_epi32(7), k4 = _mm256_set1_epi32(4);
+    alignas(64) int8_t unp[4096];
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m256 s = _mm256_setzero_ps();
-        int64_t i = i0;
-        for (; i + 8 <= i1; i += 8) {
-            int64_t bit = 3 * i;
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        for (int64_t i = 0; i < lim; i += 8) {
+            const int64_t bit = 3 * (i0 + i);
             const uint8_t *p = q + (bit >> 3);
-            // 24 bits plus up to 7 bits of offset fit in 4 bytes; the row's
-            // guard byte keeps the 4th byte in bounds.
             uint32_t w = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
             w >>= (bit & 7);
-            __m256i f = _mm256_srlv_epi32(_mm256_set1_epi32((int)w), sh);
-            f = _mm256_sub_epi32(_mm256_and_si256(f, k7), k4);
-            s = _mm256_fmadd_ps(_mm256_cvtepi32_ps(f), _mm256_loadu_ps(x + i), s);
+            for (int k = 0; k < 8; k++) unp[i + k] = (int8_t)((int)((w >> (3 * k)) & 7) - 4);
         }
-        float tail = 0.0f;
-        for (; i < i1; i++) {
-            int64_t p = 3 * i;
-            unsigned v = q[p >> 3] | ((unsigned)q[(p >> 3) + 1] << 8);
-            tail += (float)((int)((v >> (p & 7)) & 7) - 4) * x[i];
-        }
-        acc += (hsum(s) + tail) * sc[g];
+        acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
 }
@@ -121,7 +122,7 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             }
             for (; c < E; c++) {
                 float a = 0.0f;
-                for (int j = 0; j < 8; j++) a += xv[j] * b[8 * c + j];
+                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[8 * c + j], a);
                 t[c] = a;
             }
         }

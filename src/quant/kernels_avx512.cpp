@@ -2,48 +2,62 @@
 // only and selected at run time, so the binary still runs on older CPUs.
 #include <immintrin.h>
 
+#include <cmath>
+
 #include "quant/kernels.h"
 
 namespace sluice {
 namespace {
 
-inline float hsum(__m512 v) { return _mm512_reduce_add_ps(v); }
+// Pairwise: lanes j+8, then j+4, j+2, j+1 (the scalar reference order).
+inline float hsum(__m512 v) {
+    __m256 a = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    __m128 b = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    __m128 c = _mm_add_ps(b, _mm_movehl_ps(b, b));
+    return _mm_cvtss_f32(c) + _mm_cvtss_f32(_mm_shuffle_ps(c, c, 1));
+}
 
 float dot_f32(const float *a, const float *b, int64_t n) {
-    __m512 acc = _mm512_setzero_ps();
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), acc);
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), _mm512_maskz_loadu_ps(m, b + i), acc);
+    for (; i + 32 <= n; i += 32) {
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), s0);
+        s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), _mm512_loadu_ps(b + i + 16), s1);
     }
-    return hsum(acc);
+    float part = hsum(_mm512_add_ps(s0, s1));
+    for (; i < n; i++) part += a[i] * b[i];
+    return part;
 }
 
 float row_f32(const QTensor &W, int64_t r, const float *x) {
     return dot_f32(reinterpret_cast<const float *>(W.row(r)), x, W.cols);
 }
 
-// Groups whose width is a multiple of 32 take the vector path; a partial
-// last group (cols not a multiple of the group) is finished with masks.
+// One group's integer codes against x: two 16-lane accumulators over 32
+// elements, reduced once, then a scalar tail. This is the order warp's
+// AVX-512 path uses, which keeps our rounding noise aligned with the
+// reference logits near VQ4P rounding boundaries (MODEL.md §11).
+inline float dot_i8(const int8_t *w, const float *x, int64_t lim) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= lim; i += 32) {
+        __m512 w0 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + i))));
+        __m512 w1 = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w + i + 16))));
+        s0 = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x + i), s0);
+        s1 = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + i + 16), s1);
+    }
+    float part = hsum(_mm512_add_ps(s0, s1));
+    for (; i < lim; i++) part += (float)w[i] * x[i];
+    return part;
+}
+
 float row_q8(const QTensor &W, int64_t r, const float *x) {
     const int8_t *q = reinterpret_cast<const int8_t *>(W.row(r));
     const float *sc = W.row_scales(r);
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m512 s = _mm512_setzero_ps();
-        int64_t i = i0;
-        for (; i + 16 <= i1; i += 16) {
-            __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(q + i))));
-            s = _mm512_fmadd_ps(w, _mm512_loadu_ps(x + i), s);
-        }
-        if (i < i1) {
-            __mmask16 m = (__mmask16)((1u << (i1 - i)) - 1);
-            __m512 w = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, q + i)));
-            s = _mm512_fmadd_ps(w, _mm512_maskz_loadu_ps(m, x + i), s);
-        }
-        acc += hsum(s) * sc[g];
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        acc += sc[g] * dot_i8(q + i0, x + i0, lim);
     }
     return acc;
 }
@@ -51,25 +65,25 @@ float row_q8(const QTensor &W, int64_t r, const float *x) {
 float row_q4(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
-    const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-    const __m512i k15 = _mm512_set1_epi32(15), k8 = _mm512_set1_epi32(8);
+    alignas(64) int8_t unp[4096];  // group <= 4096 (checked at load)
     float acc = 0.0f;
+    const __m256i m15 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(8);
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m512 s = _mm512_setzero_ps();
-        int64_t i = i0;
-        for (; i + 32 <= i1; i += 32) {
-            __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(q + (i >> 1))));
-            __m512 lo = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(b, k15), k8));
-            __m512 hi = _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(b, 4), k8));
-            __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
-            s = _mm512_fmadd_ps(lo, _mm512_permutex2var_ps(x0, ev, x1), s);
-            s = _mm512_fmadd_ps(hi, _mm512_permutex2var_ps(x0, od, x1), s);
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        const uint8_t *p4 = q + i0 / 2;
+        int64_t i = 0;
+        for (; i + 64 <= W.group; i += 64) {
+            // Nibbles to bytes in element order: unpack works per 128-bit
+            // lane, so the halves are put back in order afterwards.
+            const __m256i by = _mm256_loadu_si256((const __m256i *)(p4 + i / 2));
+            const __m256i lo = _mm256_and_si256(by, m15), hi = _mm256_and_si256(_mm256_srli_epi16(by, 4), m15);
+            const __m256i e0 = _mm256_unpacklo_epi8(lo, hi), e1 = _mm256_unpackhi_epi8(lo, hi);
+            _mm256_storeu_si256((__m256i *)(unp + i), _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x20), bias));
+            _mm256_storeu_si256((__m256i *)(unp + i + 32),
+                                _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x31), bias));
         }
-        float tail = 0.0f;
-        for (; i < i1; i++) tail += (float)((int)((i & 1) ? (q[i >> 1] >> 4) : (q[i >> 1] & 15)) - 8) * x[i];
-        acc += (hsum(s) + tail) * sc[g];
+        for (; i < W.group; i++) unp[i] = (int8_t)((int)((i & 1) ? (p4[i >> 1] >> 4) : (p4[i >> 1] & 15)) - 8);
+        acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
 }
@@ -77,43 +91,20 @@ float row_q4(const QTensor &W, int64_t r, const float *x) {
 float row_q3(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
-    // Unpack 16 three-bit fields (48 bits) per step: each lane takes the
-    // 32-bit word holding its field and shifts it down.
-    const __m512i lane = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
-    const __m512i k7 = _mm512_set1_epi32(7), k4 = _mm512_set1_epi32(4);
+    alignas(64) int8_t unp[4096];
     float acc = 0.0f;
-    alignas(64) uint8_t buf[8] = {0};
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        __m512 s = _mm512_setzero_ps();
-        int64_t i = i0;
-        for (; i + 16 <= i1; i += 16) {
-            // Elements i..i+15 start at bit 3i; i is a multiple of 16 here
-            // (groups are multiples of 8 and i0 % 16 == 0 for group 128), so
-            // the 48 bits start on a byte boundary when 3i % 8 == 0.
-            int64_t bit = 3 * i;
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        // Eight 3-bit fields per 24-bit word; the row's guard byte keeps the
+        // 4-byte load in bounds.
+        for (int64_t i = 0; i < lim; i += 8) {
+            const int64_t bit = 3 * (i0 + i);
             const uint8_t *p = q + (bit >> 3);
-            uint64_t w = 0;
-            for (int k = 0; k < 7; k++) buf[k] = p[k];
-            __builtin_memcpy(&w, buf, 8);
+            uint32_t w = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
             w >>= (bit & 7);
-            __m512i words = _mm512_set1_epi64((long long)w);
-            // Lanes need 64-bit shifts by 3k; split into low/high dwords.
-            __m512i lo64 = _mm512_srlv_epi64(words, _mm512_setr_epi64(0, 3, 6, 9, 12, 15, 18, 21));
-            __m512i hi64 = _mm512_srlv_epi64(words, _mm512_setr_epi64(24, 27, 30, 33, 36, 39, 42, 45));
-            __m256i lo32 = _mm512_cvtepi64_epi32(lo64), hi32 = _mm512_cvtepi64_epi32(hi64);
-            __m512i f = _mm512_inserti64x4(_mm512_castsi256_si512(lo32), hi32, 1);
-            f = _mm512_sub_epi32(_mm512_and_si512(f, k7), k4);
-            s = _mm512_fmadd_ps(_mm512_cvtepi32_ps(f), _mm512_loadu_ps(x + i), s);
+            for (int k = 0; k < 8; k++) unp[i + k] = (int8_t)((int)((w >> (3 * k)) & 7) - 4);
         }
-        (void)lane;
-        float tail = 0.0f;
-        for (; i < i1; i++) {
-            int64_t p = 3 * i;
-            unsigned v = q[p >> 3] | ((unsigned)q[(p >> 3) + 1] << 8);
-            tail += (float)((int)((v >> (p & 7)) & 7) - 4) * x[i];
-        }
-        acc += (hsum(s) + tail) * sc[g];
+        acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
 }
@@ -136,7 +127,7 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             }
             for (; c < E; c++) {
                 float a = 0.0f;
-                for (int j = 0; j < 8; j++) a += xv[j] * b[8 * c + j];
+                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[8 * c + j], a);
                 t[c] = a;
             }
         }

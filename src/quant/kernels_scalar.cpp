@@ -5,25 +5,43 @@
 namespace sluice {
 namespace {
 
+// The reference arithmetic that every kernel set reproduces bit for bit:
+// 32 lanes, lane j accumulating elements i ≡ j (mod 32) with fused
+// multiply-adds, a pairwise reduction (j+16, j+8, j+4, j+2, j+1), then the
+// tail (< 32 elements) added in order. AVX-512 holds the lanes in two
+// registers, AVX2 in four; this file spells the same order out in scalar
+// code, so SIMD and scalar results are identical, not merely close.
+template <typename W>
+inline float lane_dot(W w, const float *x, int64_t n) {
+    float lane[32] = {0};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int j = 0; j < 32; j++) lane[j] = std::fma((float)w(i + j), x[i + j], lane[j]);
+    for (int j = 0; j < 16; j++) lane[j] = lane[j] + lane[j + 16];
+    for (int j = 0; j < 8; j++) lane[j] = lane[j] + lane[j + 8];
+    for (int j = 0; j < 4; j++) lane[j] = lane[j] + lane[j + 4];
+    for (int j = 0; j < 2; j++) lane[j] = lane[j] + lane[j + 2];
+    float part = lane[0] + lane[1];
+    for (; i < n; i++) part += (float)w(i) * x[i];
+    return part;
+}
+
 float dot_f32(const float *a, const float *b, int64_t n) {
-    float s = 0.0f;
-    for (int64_t i = 0; i < n; i++) s += a[i] * b[i];
-    return s;
+    return lane_dot([a](int64_t i) { return a[i]; }, b, n);
 }
 
 float row_f32(const QTensor &W, int64_t r, const float *x) {
     return dot_f32(reinterpret_cast<const float *>(W.row(r)), x, W.cols);
 }
 
+// Σ_groups scale_g · dot(group): the group sum is scaled once (MODEL.md §11).
 template <typename Decode>
 inline float grouped_dot(const QTensor &W, int64_t r, const float *x, Decode code) {
     const float *sc = W.row_scales(r);
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
-        int64_t i0 = g * W.group, i1 = i0 + W.group < W.cols ? i0 + W.group : W.cols;
-        float s = 0.0f;
-        for (int64_t i = i0; i < i1; i++) s += (float)code(i) * x[i];
-        acc += s * sc[g];
+        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+        acc += sc[g] * lane_dot([&](int64_t i) { return code(i0 + i); }, x + i0, lim);
     }
     return acc;
 }
@@ -55,8 +73,8 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             float *t = T + (v * S + s) * E;
             for (int c = 0; c < E; c++) {
                 const float *e = b + 8 * c;
-                float a = 0.0f;
-                for (int j = 0; j < 8; j++) a += xv[j] * e[j];
+                float a = 0.0f;  // fused, in component order, as every SIMD set does
+                for (int j = 0; j < 8; j++) a = std::fma(xv[j], e[j], a);
                 t[c] = a;
             }
         }

@@ -1,0 +1,255 @@
+// Damaged containers: each case must give a named error from sluice_open or
+// sluice_eval, never a crash. CI runs this suite under ASan and UBSan.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "fixtures_util.h"
+#include "sluice/sluice.h"
+
+using namespace sluice_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+class BadInput : public ::testing::Test {
+protected:
+    void SetUp() override {
+        if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+        dir_ = fs::temp_directory_path() / ("sluice-bad-" + std::to_string(::getpid()) + "-" +
+                                            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        fs::remove_all(dir_);
+        fs::create_directories(dir_);
+    }
+    void TearDown() override {
+        if (!dir_.empty()) fs::remove_all(dir_);
+    }
+    // Copies a fixture container with writable permissions.
+    std::string copy(const std::string &name) {
+        fs::path dst = dir_ / (name + ".waste");
+        fs::create_directories(dst);
+        for (auto &e : fs::directory_iterator(container_path(name))) {
+            fs::copy_file(e.path(), dst / e.path().filename());
+            fs::permissions(dst / e.path().filename(), fs::perms::owner_read | fs::perms::owner_write);
+        }
+        return dst.string();
+    }
+    static void edit_manifest(const std::string &c, const std::function<void(nlohmann::json &)> &fn) {
+        std::ifstream in(c + "/manifest.json");
+        nlohmann::json j = nlohmann::json::parse(in);
+        in.close();
+        fn(j);
+        std::ofstream(c + "/manifest.json") << j.dump();
+    }
+    static void patch(const std::string &file, uint64_t off, const std::vector<uint8_t> &bytes) {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp((std::streamoff)off);
+        f.write(reinterpret_cast<const char *>(bytes.data()), (std::streamsize)bytes.size());
+    }
+    // Applies fn to every record of every bank of the container.
+    static void patch_records(const std::string &c, uint64_t field_off, const std::vector<uint8_t> &bytes) {
+        std::ifstream in(c + "/manifest.json");
+        nlohmann::json j = nlohmann::json::parse(in);
+        for (auto &[k, b] : j["layers"].items()) {
+            uint64_t stride = b["bytes"].get<uint64_t>() / b["experts"].get<uint64_t>();
+            for (uint64_t e = 0; e < b["experts"].get<uint64_t>(); e++)
+                patch(c + "/" + b["file"].get<std::string>(), e * stride + field_off, bytes);
+        }
+    }
+    // Expects open to fail with code and a message containing each needle.
+    static void expect_open_error(const std::string &c, sluice_status code, std::vector<std::string> needles) {
+        sluice_ctx *ctx = nullptr;
+        sluice_status st = sluice_open(c.c_str(), nullptr, &ctx);
+        std::string msg = sluice_last_error(ctx);
+        std::printf("  open -> %s: %s\n", sluice_status_name(st), msg.c_str());
+        EXPECT_EQ(st, code) << msg;
+        for (auto &n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
+        sluice_close(ctx);
+    }
+    // Opens fine, then expects eval of a 40-token prompt to fail.
+    static void expect_eval_error(const std::string &c, sluice_status code, std::vector<std::string> needles,
+                                  bool verify = false) {
+        sluice_config cfg;
+        sluice_config_default(&cfg);
+        cfg.verify_records = verify;
+        sluice_ctx *ctx = nullptr;
+        ASSERT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
+        const auto ids = fixture_cases("kimi-linear-tiny")[2].ids;
+        std::vector<float> lg((size_t)sluice_n_vocab(ctx));
+        sluice_status st = sluice_eval(ctx, ids.data(), ids.size(), lg.data());
+        std::string msg = sluice_last_error(ctx);
+        std::printf("  eval -> %s: %s\n", sluice_status_name(st), msg.c_str());
+        EXPECT_EQ(st, code) << msg;
+        for (auto &n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
+        // A failed eval poisons the session until reset.
+        EXPECT_EQ(sluice_eval(ctx, ids.data(), 1, lg.data()), SLUICE_E_STATE);
+        EXPECT_EQ(sluice_reset(ctx), SLUICE_OK);
+        sluice_close(ctx);
+    }
+    fs::path dir_;
+};
+
+TEST_F(BadInput, TruncatedTrunk) {
+    std::string c = copy("kimi-linear-tiny");
+    fs::resize_file(c + "/trunk.bin", fs::file_size(c + "/trunk.bin") / 2);
+    expect_open_error(c, SLUICE_E_IO, {"trunk.bin", "tensor '", "past the end"});
+}
+
+TEST_F(BadInput, TruncatedExpertBank) {
+    std::string c = copy("kimi-linear-tiny");
+    fs::resize_file(c + "/experts-L1.bin", 4096 * 3);  // less than one record
+    expect_eval_error(c, SLUICE_E_IO, {"experts-L1.bin", "layer 1", "short read"});
+}
+
+TEST_F(BadInput, BadRecordMagic) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 0, {'X', 'X', 'X', 'X'});
+    expect_eval_error(c, SLUICE_E_IO, {"experts-L1.bin", "of layer 1", "bad magic"});
+}
+
+TEST_F(BadInput, WrongExpertId) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 6, {0x39, 0x05});
+    expect_eval_error(c, SLUICE_E_IO, {"expert id field is 1337"});
+}
+
+TEST_F(BadInput, OffsetsPastTheRecord) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 28, {0xff, 0xff, 0xff, 0x7f});  // down_off
+    expect_eval_error(c, SLUICE_E_IO, {"offsets out of order or past the record"});
+}
+
+TEST_F(BadInput, IndexRegionTooSmall) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 24, {49, 0, 0, 0});  // up_off right after gate_off
+    expect_eval_error(c, SLUICE_E_IO, {"smaller than its matrix"});
+}
+
+TEST_F(BadInput, FmtDisagreesWithManifest) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 8, {8});  // VQ4P fmt byte in an 8-bit-index container
+    expect_eval_error(c, SLUICE_E_IO, {"fmt 8 disagrees"});
+}
+
+TEST_F(BadInput, ChecksumMismatchOnlyWithVerify) {
+    std::string c = copy("kimi-linear-tiny");
+    patch_records(c, 100, {0x5A});
+    expect_eval_error(c, SLUICE_E_IO, {"checksum mismatch", "of layer 1"}, /*verify=*/true);
+}
+
+TEST_F(BadInput, AbsurdDimension) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["config"]["hidden_size"] = 1e12; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"config.hidden_size", "outside"});
+}
+
+TEST_F(BadInput, NegativeDimension) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["config"]["vocab_size"] = -5; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"config.vocab_size"});
+}
+
+TEST_F(BadInput, NegativeOffset) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["trunk"][0]["off"] = -4096; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"off"});
+}
+
+TEST_F(BadInput, HugeShape) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) {
+        for (auto &t : j["trunk"])
+            if (t["name"] == "lm_head.weight") t["shape"] = {67108864, 67108864};
+    });
+    expect_open_error(c, SLUICE_E_FORMAT, {"lm_head.weight", "shape"});
+}
+
+TEST_F(BadInput, WrongType) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["config"]["num_hidden_layers"] = "4"; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"config.num_hidden_layers", "must be a number"});
+}
+
+TEST_F(BadInput, ManifestNotJson) {
+    std::string c = copy("kimi-linear-tiny");
+    std::ofstream(c + "/manifest.json") << "{\"format_version\": 0, \"config\": {";
+    expect_open_error(c, SLUICE_E_IO, {"manifest.json", "not valid JSON"});
+}
+
+TEST_F(BadInput, WrongFormatVersion) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["format_version"] = 1; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"format_version"});
+}
+
+TEST_F(BadInput, MissingFiles) {
+    std::string c = copy("kimi-linear-tiny");
+    fs::remove(c + "/codebooks.bin");
+    expect_open_error(c, SLUICE_E_IO, {"codebooks.bin", "cannot open"});
+    expect_open_error((dir_ / "does-not-exist").string(), SLUICE_E_IO, {"manifest.json"});
+}
+
+TEST_F(BadInput, MissingTensor) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) {
+        for (auto &t : j["trunk"])
+            if (t["name"] == "model.layers.1.self_attn.b_proj.weight") t["name"] = "renamed";
+    });
+    expect_open_error(c, SLUICE_E_FORMAT, {"model.layers.1.self_attn.b_proj.weight", "missing"});
+}
+
+TEST_F(BadInput, NormMustBeF32) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) {
+        for (auto &t : j["trunk"])
+            if (t["name"] == "model.norm.weight") {
+                t["fmt"] = 2;
+                t["scale_off"] = 0;
+            }
+    });
+    expect_open_error(c, SLUICE_E_FORMAT, {"model.norm.weight", "must be F32"});
+}
+
+TEST_F(BadInput, BankForDenseLayerAndMissingBank) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["layers"]["0"] = j["layers"]["1"]; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"layers.0", "dense layer"});
+    c = copy("deepseek-yarn-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["layers"].erase("2"); });
+    expect_open_error(c, SLUICE_E_FORMAT, {"MoE layer 2"});
+}
+
+TEST_F(BadInput, CodebookBaseOutOfRange) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["layers"]["3"]["codebook_base"] = 1000; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"codebook_base"});
+}
+
+TEST_F(BadInput, BankFileEscapingTheDirectory) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["layers"]["1"]["file"] = "../../etc/passwd"; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"plain file name"});
+}
+
+TEST_F(BadInput, UnsupportedRopeIsRefusedNotApproximated) {
+    std::string c = copy("deepseek-yarn-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["config"]["rope_scaling"]["type"] = "linear"; });
+    expect_open_error(c, SLUICE_E_UNSUPPORTED, {"rope_scaling", "linear"});
+}
+
+TEST_F(BadInput, TokenOutOfRangeLeavesSessionUsable) {
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(container_path("kimi-linear-tiny").c_str(), nullptr, &ctx), SLUICE_OK);
+    int32_t bad[2] = {3, 999999};
+    std::vector<float> lg((size_t)sluice_n_vocab(ctx));
+    EXPECT_EQ(sluice_eval(ctx, bad, 2, lg.data()), SLUICE_E_RANGE);
+    std::printf("  eval -> %s\n", sluice_last_error(ctx));
+    EXPECT_EQ(sluice_n_past(ctx), 0);
+    EXPECT_EQ(sluice_eval(ctx, bad, 1, lg.data()), SLUICE_OK);
+    EXPECT_EQ(sluice_eval(ctx, nullptr, 0, lg.data()), SLUICE_E_ARG);
+    sluice_close(ctx);
+}
+
+}  // namespace

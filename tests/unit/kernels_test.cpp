@@ -1,0 +1,130 @@
+// Every SIMD kernel against the scalar reference on random data.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "format/f16.h"
+#include "quant/kernels.h"
+
+using namespace sluice;
+
+namespace {
+
+QTensor random_tensor(QFmt fmt, int64_t rows, int64_t cols, std::mt19937 &rng) {
+    QTensor t;
+    t.fmt = fmt;
+    t.rows = rows;
+    t.cols = cols;
+    t.group = 128;
+    qtensor_geometry(fmt, cols, 128, &t.ng, &t.rowbytes);
+    t.data = aligned_alloc_bytes((size_t)(rows * t.rowbytes));
+    std::uniform_int_distribution<int> byte(0, 255);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    if (fmt == QFmt::F32) {
+        float *f = reinterpret_cast<float *>(t.data.get());
+        for (int64_t i = 0; i < rows * cols; i++) f[i] = nd(rng);
+    } else {
+        for (int64_t i = 0; i < rows * t.rowbytes; i++) t.data[(size_t)i] = (uint8_t)byte(rng);
+        t.scales.resize((size_t)(rows * t.ng));
+        for (auto &s : t.scales) s = std::fabs(nd(rng)) * 0.01f + 1e-4f;
+    }
+    return t;
+}
+
+std::vector<const Kernels *> simd_sets() {
+    std::vector<const Kernels *> v;
+    const Kernels *k = nullptr;
+    const char *why = nullptr;
+    if (select_kernels(SLUICE_BACKEND_AVX2, &k, &why)) v.push_back(k);
+    if (select_kernels(SLUICE_BACKEND_AVX512, &k, &why)) v.push_back(k);
+    return v;
+}
+
+}  // namespace
+
+TEST(Kernels, RowDotMatchesScalar) {
+    auto sets = simd_sets();
+    if (sets.empty()) GTEST_SKIP() << "no SIMD kernel set runs on this CPU";
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (QFmt fmt : {QFmt::F32, QFmt::Q8G, QFmt::Q4G, QFmt::Q3G}) {
+        for (int64_t cols : {128, 520, 2304, 40}) {
+            QTensor t = random_tensor(fmt, 9, cols, rng);
+            std::vector<float> x((size_t)cols);
+            for (auto &v : x) v = nd(rng);
+            for (const Kernels *k : sets) {
+                double worst = 0;
+                for (int64_t r = 0; r < t.rows; r++) {
+                    float a = kernels_scalar().row_dot[(int)fmt](t, r, x.data());
+                    float b = k->row_dot[(int)fmt](t, r, x.data());
+                    worst = std::max(worst, (double)std::fabs(a - b) / std::max(1.0f, std::fabs(a)));
+                }
+                std::printf("%-4s cols %5lld %-7s max rel diff %.3e\n", qfmt_name(fmt), (long long)cols, k->name, worst);
+                EXPECT_LE(worst, 1e-5);
+            }
+        }
+    }
+}
+
+TEST(Kernels, VqGemvBitIdenticalToScalar) {
+    auto sets = simd_sets();
+    if (sets.empty()) GTEST_SKIP() << "no SIMD kernel set runs on this CPU";
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const int64_t M = 96, N = 136, nv = N / 8;  // a 32-row tail block
+    for (int S : {2, 3}) {
+        const int E = 256;
+        std::vector<float> books((size_t)S * E * 8), x((size_t)N), T((size_t)nv * S * E), scale((size_t)M);
+        for (auto &v : books) v = nd(rng);
+        for (auto &v : x) v = nd(rng);
+        for (auto &v : scale) v = nd(rng);
+        std::vector<uint8_t> idx((size_t)(2 * nv * 64 * S + 64));
+        for (auto &b : idx) b = (uint8_t)byte(rng);
+        const float *bp[8];
+        for (int s = 0; s < S; s++) bp[s] = books.data() + s * E * 8;
+        kernels_scalar().vq_table(x.data(), nv, S, E, bp, T.data());
+        std::vector<float> ref((size_t)M), got((size_t)M);
+        kernels_scalar().vq_gemv_u8(T.data(), idx.data(), nv, S, E, scale.data(), ref.data(), 0, M);
+        for (const Kernels *k : sets) {
+            std::vector<float> T2(T.size());
+            k->vq_table(x.data(), nv, S, E, bp, T2.data());
+            double tdiff = 0;
+            for (size_t i = 0; i < T.size(); i++) tdiff = std::max(tdiff, (double)std::fabs(T[i] - T2[i]));
+            k->vq_gemv_u8(T.data(), idx.data(), nv, S, E, scale.data(), got.data(), 0, M);
+            std::printf("VQ S=%d %-7s table max diff %.3e, gemv %s\n", S, k->name, tdiff,
+                        ref == got ? "bit-identical" : "DIFFERENT");
+            EXPECT_LE(tdiff, 1e-5);
+            EXPECT_EQ(ref, got);
+        }
+    }
+}
+
+TEST(Kernels, Vq4pInt8TableAndGemv) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::uniform_int_distribution<int> byte(0, 255);
+    const int64_t M = 80, nv = 40;  // two 32-position blocks, the second partial
+    std::vector<float> T((size_t)nv * 4 * 64), scale((size_t)M), lam(2);
+    for (auto &v : T) v = nd(rng);
+    for (auto &v : scale) v = nd(rng);
+    std::vector<int8_t> Tq(T.size() + 64);
+    vq_quantize_table_i8(T.data(), nv, Tq.data(), lam.data());
+    // The recipe: q = clamp(rint(T * (127/M)), ±127), λ = M/127 per block.
+    for (int b = 0; b < 2; b++) {
+        float M0 = 0;
+        for (int64_t i = b * 32 * 256; i < std::min<int64_t>(nv, (b + 1) * 32) * 256; i++) M0 = std::max(M0, std::fabs(T[(size_t)i]));
+        EXPECT_EQ(lam[(size_t)b], M0 / 127.0f);
+        for (int64_t i = b * 32 * 256; i < std::min<int64_t>(nv, (b + 1) * 32) * 256; i++)
+            ASSERT_EQ(Tq[(size_t)i], (int8_t)std::nearbyint(T[(size_t)i] * (127.0f / M0)));
+    }
+    std::vector<uint8_t> idx((size_t)(2 * nv * 64 * 3 + 64));
+    for (auto &b : idx) b = (uint8_t)byte(rng);
+    std::vector<float> ref((size_t)M), got((size_t)M);
+    kernels_scalar().vq_gemv_p6(Tq.data(), lam.data(), idx.data(), nv, scale.data(), ref.data(), 0, M);
+    for (const Kernels *k : simd_sets()) {
+        k->vq_gemv_p6(Tq.data(), lam.data(), idx.data(), nv, scale.data(), got.data(), 0, M);
+        std::printf("VQ4P %-7s gemv %s\n", k->name, ref == got ? "bit-identical" : "DIFFERENT");
+        EXPECT_EQ(ref, got);
+    }
+}
