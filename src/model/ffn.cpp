@@ -136,7 +136,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             bg[s] = c_.book(mw.codebook_base + 0 * S + s);
             bu[s] = c_.book(mw.codebook_base + 1 * S + s);
         }
-        ops_.pool->parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+        ops_.pool->parallel_for(n, std::max<int64_t>(1, 65536 / (nv_in * S * Es * 8)), [&](int64_t t0, int64_t t1) {
             for (int64_t t = t0; t < t1; t++) {
                 ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg.data() + t * tsz_in);
                 ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu.data() + t * tsz_in);
@@ -179,7 +179,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             float *y = Yexp.data() + (t * k + j) * nin;
             auto gemv = [&](const float *T, const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv,
                             const float *sc, float *dst, int64_t rows) {
-                ops_.pool->parallel_for(rows, 64, [&](int64_t r0, int64_t r1) {
+                ops_.pool->parallel_for(rows, std::max<int64_t>(64, 65536 / (nv * S)), [&](int64_t r0, int64_t r1) {
                     if (p6) ops_.k->vq_gemv_p6(Tq, lam, idx, nv, sc, dst, r0, r1);
                     else ops_.k->vq_gemv_u8(T, idx, nv, S, Es, sc, dst, r0, r1);
                 });

@@ -1,6 +1,7 @@
 // Kimi Delta Attention (MODEL.md §4). Projections are batched over the
 // chunk; the short convolution and the delta-rule recurrence advance one
 // token at a time, so a chunk computes exactly what single steps compute.
+#include <algorithm>
 #include <cmath>
 
 #include "model/engine.h"
@@ -54,7 +55,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
         const float *zt = Z.data() + t * C;
         const float *gt = G.data() + t * C;
         float *ot = O.data() + t * C;
-        ops_.pool->parallel_for(H, 1, [&](int64_t h0, int64_t h1) {
+        ops_.pool->parallel_for(H, std::max<int64_t>(1, 16384 / (D * D)), [&](int64_t h0, int64_t h1) {
             std::vector<float> g((size_t)D), u((size_t)D), delta((size_t)D), o((size_t)D);
             for (int64_t h = h0; h < h1; h++) {
                 float *q = proj[0] + h * D, *k = proj[1] + h * D;

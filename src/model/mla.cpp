@@ -85,7 +85,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
         st.len++;
         const int64_t ns = st.len;
         float *o = O.data() + t * nh * dv;
-        ops_.pool->parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
+        ops_.pool->parallel_for(nh, std::max<int64_t>(1, 65536 / ((dn + dv) * rkv + ns * rkv)), [&](int64_t h0, int64_t h1) {
             std::vector<float> qt((size_t)rkv), wrow((size_t)rkv), e((size_t)ns), ctx((size_t)rkv);
             for (int64_t h = h0; h < h1; h++) {
                 const float *qn = q + h * dq, *qr = qn + dn;

@@ -2,6 +2,7 @@
 // activations are f32 (MODEL.md §11); matmul uses the same per-row kernel as
 // a single-token product, so chunked prefill and decode agree bit for bit.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 
@@ -18,7 +19,10 @@ struct Ops {
     void matmul(const QTensor &W, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) const {
         auto fn = k->row_dot[(int)W.fmt];
         const QTensor *w = &W;
-        pool->parallel_for(W.rows, 16, [=](int64_t r0, int64_t r1) {
+        // A slice must carry enough work to pay for waking a thread (~64K
+        // multiply-adds); tiny projections stay on the calling thread.
+        const int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(1, W.cols * n));
+        pool->parallel_for(W.rows, grain, [=](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t t = 0; t < n; t++) Y[t * ldy + r] = fn(*w, r, X + t * ldx);
         });

@@ -1,0 +1,133 @@
+// Micro-benchmarks of every kernel slot, per backend, reporting GB/s of
+// weights consumed and the speed-up over the scalar kernel in the same run.
+//   build/bench/bench_kernels [--benchmark_min_time=0.2]
+#include <benchmark/benchmark.h>
+
+#include <cstdio>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "quant/kernels.h"
+
+using namespace sluice;
+
+namespace {
+
+// Kimi-Linear's shapes: a 2304-wide trunk projection with 2304 rows, and
+// one routed expert's gate matrix (1024 x 2304) with 3-stage VQ codes.
+constexpr int64_t kRows = 2304, kCols = 2304, kI = 1024;
+
+QTensor make_tensor(QFmt fmt) {
+    QTensor t;
+    t.fmt = fmt;
+    t.rows = kRows;
+    t.cols = kCols;
+    t.group = 128;
+    qtensor_geometry(fmt, kCols, 128, &t.ng, &t.rowbytes);
+    t.data = aligned_alloc_bytes((size_t)(t.rows * t.rowbytes));
+    std::mt19937 rng(1);
+    for (int64_t i = 0; i < t.rows * t.rowbytes; i++) t.data[(size_t)i] = (uint8_t)rng();
+    if (fmt == QFmt::F32) {
+        float *f = reinterpret_cast<float *>(t.data.get());
+        for (int64_t i = 0; i < t.rows * t.cols; i++) f[i] = (float)(rng() % 1000) * 1e-3f;
+    }
+    t.scales.assign((size_t)(t.rows * t.ng), 0.01f);
+    return t;
+}
+
+const Kernels *backend(int id) {
+    const Kernels *k = nullptr;
+    const char *why = nullptr;
+    sluice_backend b = id == 0 ? SLUICE_BACKEND_SCALAR : id == 1 ? SLUICE_BACKEND_AVX2 : SLUICE_BACKEND_AVX512;
+    return select_kernels(b, &k, &why) ? k : nullptr;
+}
+
+void BM_RowDot(benchmark::State &st) {
+    const QFmt fmt = (QFmt)st.range(0);
+    const Kernels *k = backend((int)st.range(1));
+    if (!k) {
+        st.SkipWithError("backend not available on this CPU");
+        return;
+    }
+    static std::map<int, QTensor> cache;
+    if (!cache.count((int)fmt)) cache.emplace((int)fmt, make_tensor(fmt));
+    const QTensor &t = cache.at((int)fmt);
+    std::vector<float> x((size_t)kCols, 0.5f), y((size_t)kRows);
+    auto fn = k->row_dot[(int)fmt];
+    for (auto _ : st) {
+        for (int64_t r = 0; r < t.rows; r++) y[(size_t)r] = fn(t, r, x.data());
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.SetBytesProcessed(st.iterations() * (int64_t)(t.rows * t.rowbytes + t.scales.size() * 2));
+    st.SetLabel(std::string(qfmt_name(fmt)) + "/" + k->name);
+}
+
+void BM_VqGemv(benchmark::State &st) {
+    const bool p6 = st.range(0) == 1;
+    const Kernels *k = backend((int)st.range(1));
+    if (!k) {
+        st.SkipWithError("backend not available on this CPU");
+        return;
+    }
+    const int S = p6 ? 4 : 3, E = p6 ? 64 : 256;
+    const int64_t nv = kCols / 8;
+    std::mt19937 rng(2);
+    std::vector<float> books((size_t)S * E * 8), x((size_t)kCols), T((size_t)(nv * S * E)), scale((size_t)kI, 1.0f),
+        y((size_t)kI), lam((size_t)((nv + 31) / 32));
+    for (auto &v : books) v = (float)(rng() % 200) * 1e-3f - 0.1f;
+    for (auto &v : x) v = (float)(rng() % 200) * 1e-2f - 1.0f;
+    const int unit = p6 ? 3 : S;
+    std::vector<uint8_t> idx((size_t)((kI / 64) * nv * 64 * unit + 64));
+    for (auto &b : idx) b = (uint8_t)rng();
+    std::vector<int8_t> Tq(T.size() + 64);
+    const float *bp[4];
+    for (int s = 0; s < S; s++) bp[s] = books.data() + s * E * 8;
+    for (auto _ : st) {
+        // One expert matrix: build the table from the input, then the product.
+        k->vq_table(x.data(), nv, S, E, bp, T.data());
+        if (p6) {
+            vq_quantize_table_i8(T.data(), nv, Tq.data(), lam.data());
+            k->vq_gemv_p6(Tq.data(), lam.data(), idx.data(), nv, scale.data(), y.data(), 0, kI);
+        } else {
+            k->vq_gemv_u8(T.data(), idx.data(), nv, S, E, scale.data(), y.data(), 0, kI);
+        }
+        benchmark::DoNotOptimize(y.data());
+    }
+    st.SetBytesProcessed(st.iterations() * (int64_t)((kI / 64) * nv * 64 * unit + kI * 2));
+    st.SetLabel(std::string(p6 ? "VQ4P" : "VQ3R") + "/" + k->name);
+}
+
+BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+
+// Collects rates so the summary can print each backend against scalar.
+class RatioReporter : public benchmark::ConsoleReporter {
+public:
+    void ReportRuns(const std::vector<Run> &runs) override {
+        for (const Run &r : runs)
+            if (!r.error_occurred) rates[r.report_label] = r.counters.count("bytes_per_second")
+                                                               ? (double)r.counters.at("bytes_per_second")
+                                                               : 0.0;
+        ConsoleReporter::ReportRuns(runs);
+    }
+    std::map<std::string, double> rates;
+};
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    benchmark::Initialize(&argc, argv);
+    RatioReporter rep;
+    benchmark::RunSpecifiedBenchmarks(&rep);
+    std::printf("\n%-8s %-8s %10s %10s\n", "kernel", "backend", "GB/s", "vs scalar");
+    for (const char *kern : {"F32", "Q8G", "Q4G", "Q3G", "VQ3R", "VQ4P"})
+        for (const char *be : {"scalar", "avx2", "avx512"}) {
+            auto it = rep.rates.find(std::string(kern) + "/" + be);
+            auto base = rep.rates.find(std::string(kern) + "/scalar");
+            if (it == rep.rates.end() || base == rep.rates.end() || base->second <= 0) continue;
+            std::printf("%-8s %-8s %10.2f %9.2fx\n", kern, be, it->second / 1e9, it->second / base->second);
+        }
+    return 0;
+}
