@@ -12,39 +12,12 @@
 using namespace sluice::convert;
 using ctest::TempDir;
 
-namespace {
-
-struct T {
-    std::string name, dtype;
-    std::vector<int64_t> shape;
-    std::string bytes;
-};
-
-// Writes a safetensors file; `hdr_fix` may edit the header JSON first.
-void write_st(const std::string& path, const std::vector<T>& ts,
-              const std::function<void(nlohmann::json&)>& hdr_fix = nullptr, size_t cut = 0) {
-    nlohmann::json h = nlohmann::json::object();
-    std::string data;
-    for (const T& t : ts) {
-        h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
-        data += t.bytes;
-    }
-    if (hdr_fix) hdr_fix(h);
-    const std::string hs = h.dump();
-    std::string out(8, '\0');
-    const uint64_t n = hs.size();
-    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
-    out += hs + data;
-    if (cut) out.resize(out.size() - cut);
-    std::ofstream(path, std::ios::binary) << out;
+using ctest::raw;
+using T = ctest::StTensor;
+static void write_st(const std::string& path, const std::vector<T>& ts,
+                     const std::function<void(nlohmann::json&)>& fix = nullptr, size_t cut = 0) {
+    ctest::write_safetensors(path, ts, fix, cut);
 }
-
-template <class V>
-std::string raw(const std::vector<V>& v) {
-    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(V));
-}
-
-}  // namespace
 
 TEST(ConvertSafetensors, DecodesEveryDtype) {
     TempDir d;

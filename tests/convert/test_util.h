@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 
@@ -70,6 +72,37 @@ inline int64_t diff_bytes(const std::string& a, const std::string& b, int64_t* c
     for (size_t i = 0; i < n; ++i) bad += x[i] != y[i];
     *compared = static_cast<int64_t>(n);
     return bad;
+}
+
+struct StTensor {
+    std::string name, dtype;
+    std::vector<int64_t> shape;
+    std::string bytes;
+};
+
+template <class V>
+std::string raw(const std::vector<V>& v) {
+    return std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(V));
+}
+
+// Writes a safetensors file; `fix` may edit the header JSON first and `cut`
+// drops that many bytes from the end (a truncated download).
+inline void write_safetensors(const std::string& path, const std::vector<StTensor>& ts,
+                              const std::function<void(nlohmann::json&)>& fix = nullptr, size_t cut = 0) {
+    nlohmann::json h = nlohmann::json::object();
+    std::string data;
+    for (const StTensor& t : ts) {
+        h[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+        data += t.bytes;
+    }
+    if (fix) fix(h);
+    const std::string hs = h.dump();
+    std::string out(8, '\0');
+    const uint64_t n = hs.size();
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((n >> (8 * i)) & 0xFF);
+    out += hs + data;
+    if (cut) out.resize(out.size() - cut);
+    std::ofstream(path, std::ios::binary) << out;
 }
 
 }  // namespace ctest
