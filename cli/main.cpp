@@ -84,6 +84,11 @@ int cmd_info(const std::string &model, const Common &c, bool json, bool fingerpr
     if (!ctx) return 1;
     if (fingerprint) {
         size_t n = sluice_fingerprint(ctx, nullptr, 0);
+        if (n == 0) {
+            std::fprintf(stderr, "sluice info: %s\n", sluice_last_error(ctx));
+            sluice_close(ctx);
+            return 1;
+        }
         std::string buf(n, '\0');
         sluice_fingerprint(ctx, buf.data(), n);
         buf.resize(n ? n - 1 : 0);

@@ -110,19 +110,112 @@ sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, 
 sluice_status sluice_reset(sluice_ctx *ctx);
 
 /*
- * Trace hook: called during sluice_eval for each layer's hidden states.
- * stage is "embed", "attn" (residual stream after the mixer), "ffn" (after
- * the FFN) or "final" (after the output aggregation, before the final norm).
- * layer is -1 for "embed" and "final". data holds n_tokens x hidden floats.
- * Pass NULL to turn tracing off. Tracing forces token-at-a-time evaluation
- * of nothing: the values are those of the path in use.
+ * Trace hook: called during sluice_eval once per position for each stage of
+ * each layer. stage is "embed", "attn" (residual stream after the mixer),
+ * "ffn" (after the FFN) or "final" (after the output aggregation, before the
+ * final norm); layer is -1 for "embed" and "final"; data holds hidden floats.
+ * Pass NULL to turn tracing off. Tracing does not change the path taken.
  */
 typedef void (*sluice_trace_fn)(void *user, int32_t layer, const char *stage, int32_t pos,
                                 const float *data, int32_t hidden);
 sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user);
 
-/* Writes the container fingerprint (provenance JSON) into buf; returns bytes needed incl. NUL. */
+/*
+ * Writes the container fingerprint as JSON into buf: family, tensor_prefix,
+ * trunk formats (overall and per tensor class), expert quantization, the
+ * sha256 of manifest.json, codebooks.bin and trunk.bin, and the converter's
+ * provenance block if the manifest has one. Returns the bytes needed
+ * including the NUL, or 0 on error (see sluice_last_error). Hashes the
+ * trunk: slow on large models.
+ */
 size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
+
+
+/* ------------------------------------------------------------------------
+ * Text: tokenizer, chat rendering, detokenization (needs tokenizer.model in
+ * the container; SLUICE_E_UNSUPPORTED otherwise).
+ *
+ * Buffers: functions that fill an array take its capacity and write the
+ * count they need to *n_out; if the capacity is too small they return
+ * SLUICE_E_RANGE without writing, so the caller can grow and retry.
+ * ------------------------------------------------------------------------ */
+
+/* Content: never yields a control token, whatever the text says. */
+sluice_status sluice_tokenize(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
+                              size_t *n_out);
+/* Markup: special-token strings become their ids; the rest is content. */
+sluice_status sluice_tokenize_markup(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
+                                     size_t *n_out);
+/* Bytes of the tokens, concatenated (may end inside a UTF-8 sequence). */
+sluice_status sluice_detokenize(sluice_ctx *ctx, const int32_t *ids, size_t n, char *out, size_t cap, size_t *n_out);
+int32_t sluice_token_bos(const sluice_ctx *ctx);
+int32_t sluice_token_eos(const sluice_ctx *ctx);
+/* Non-zero for control tokens (specials). */
+int32_t sluice_token_is_control(const sluice_ctx *ctx, int32_t id);
+
+/* Streaming detokenizer: holds back an incomplete UTF-8 sequence. */
+typedef struct sluice_detok sluice_detok;
+sluice_detok *sluice_detok_new(sluice_ctx *ctx);
+/* Appends id; writes the text that is now complete. */
+sluice_status sluice_detok_push(sluice_detok *d, int32_t id, char *out, size_t cap, size_t *n_out);
+/* Writes whatever is held back (invalid trailing bytes become U+FFFD). */
+sluice_status sluice_detok_flush(sluice_detok *d, char *out, size_t cap, size_t *n_out);
+void sluice_detok_free(sluice_detok *d);
+
+typedef struct sluice_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* tokenized as content: can never forge a control token */
+} sluice_chat_message;
+
+/* Renders a conversation with the container's chat.json, or the family's
+ * built-in template, and appends the assistant opening if add_open. */
+sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msgs, size_t n_msgs, int add_open,
+                                 int32_t *out, size_t cap, size_t *n_out);
+/* The string that ends an assistant turn (empty if none); NUL-terminated. */
+const char *sluice_chat_stop(sluice_ctx *ctx);
+
+/* ------------------------------------------------------------------------
+ * Sampling
+ * ------------------------------------------------------------------------ */
+typedef struct sluice_sampling {
+    uint32_t struct_size;
+    float temperature;     /* 0 = greedy */
+    int32_t top_k;         /* 0 = off */
+    float top_p;           /* 1 = off */
+    float min_p;           /* 0 = off */
+    float repeat_penalty;  /* 1 = off */
+    int32_t repeat_last_n; /* tokens of history the penalty looks at */
+    uint64_t seed;         /* same seed, same logits -> same choices */
+} sluice_sampling;
+
+void sluice_sampling_default(sluice_sampling *p);
+typedef struct sluice_sampler sluice_sampler;
+sluice_sampler *sluice_sampler_new(const sluice_sampling *p);
+/* Picks a token from logits (n_vocab values) given the token history. */
+int32_t sluice_sampler_sample(sluice_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+                              size_t n_history);
+void sluice_sampler_free(sluice_sampler *s);
+
+/* ------------------------------------------------------------------------
+ * Session state: save and restore the decoding state (KDA state, conv
+ * rings, MLA cache, position). The file records every shape it depends on
+ * and is refused, with a named reason, for a different model.
+ * ------------------------------------------------------------------------ */
+sluice_status sluice_state_save(sluice_ctx *ctx, const char *path);
+sluice_status sluice_state_load(sluice_ctx *ctx, const char *path);
+
+/* ------------------------------------------------------------------------
+ * Statistics
+ * ------------------------------------------------------------------------ */
+typedef struct sluice_stats {
+    uint64_t tokens_evaluated;
+    uint64_t expert_reads;      /* records read from disk */
+    uint64_t expert_bytes_read;
+    uint64_t expert_cache_hits;
+    uint64_t expert_cache_misses;
+    double seconds_eval;
+} sluice_stats;
+sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
 #ifdef __cplusplus
 }

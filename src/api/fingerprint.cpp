@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
+
+#include "common/sha256.h"
 #include <vector>
 
 namespace sluice {
@@ -56,17 +58,53 @@ ModelSummary summarize(const Engine &e) {
     return s;
 }
 
-std::string fingerprint_json(const Engine &e) {
+std::string fingerprint_json(const Engine &e, std::string *err) {
     ModelSummary s = summarize(e);
-    const Manifest &m = e.container().manifest();
+    const Container &c = e.container();
+    const Manifest &m = c.manifest();
     nlohmann::json j;
     j["family"] = s.family;
     j["tensor_prefix"] = m.tensor_prefix;
     j["trunk_formats"] = s.trunk_formats;
+    // Format per tensor class: the embedding, the head, 2-D matrices and
+    // 1-D vectors, each "A" or "A/B" when mixed (largest share first).
+    std::map<std::string, std::map<std::string, uint64_t>> cls;
+    const char *names[8] = {"F32", "F16", "Q8G", "Q4G", "?", "?", "?", "Q3G"};
+    for (const TrunkEntry &t : m.trunk) {
+        if (!m.tensor_prefix.empty() && t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) != 0) continue;
+        const std::string n = t.name.substr(m.tensor_prefix.size());
+        std::string k = n == "model.embed_tokens.weight" ? "embed"
+                        : n == "lm_head.weight"          ? "lm_head"
+                        : t.shape.size() >= 2 && t.shape[0] > 1 ? "matrices"
+                                                         : "vectors";
+        cls[k][t.fmt >= 0 && t.fmt < 8 ? names[t.fmt] : "?"] += t.bytes > 0 ? (uint64_t)t.bytes : 1;
+    }
+    nlohmann::json jc = nlohmann::json::object();
+    for (auto &[k, fm] : cls) {
+        std::vector<std::pair<uint64_t, std::string>> v;
+        for (auto &[f, b] : fm) v.push_back({b, f});
+        std::sort(v.rbegin(), v.rend());
+        std::string str;
+        for (size_t i = 0; i < v.size(); i++) str += (i ? "/" : "") + v[i].second;
+        jc[k] = str;
+    }
+    j["trunk_classes"] = jc;
     j["expert_quant"] = {{"fmt", s.expert_format},
                          {"stages", m.eq.stages},
                          {"entries", m.eq.entries},
                          {"index_bits", m.eq.index_bits}};
+    nlohmann::json sha;
+    for (const char *f : {"manifest.json", "codebooks.bin", "trunk.bin"}) {
+        std::string hex;
+        Status st = sha256_file(c.dir() + "/" + f, &hex);
+        if (!st) {
+            if (err) *err = st.message();
+            return {};
+        }
+        sha[f] = hex;
+    }
+    j["sha256"] = sha;
+    j["provenance"] = m.provenance_json.empty() ? nlohmann::json(nullptr) : nlohmann::json::parse(m.provenance_json);
     return j.dump();
 }
 

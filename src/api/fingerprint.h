@@ -15,6 +15,7 @@ struct ModelSummary {
 };
 
 ModelSummary summarize(const Engine &e);
-std::string fingerprint_json(const Engine &e);
+// Empty string and *err set if a file cannot be hashed.
+std::string fingerprint_json(const Engine &e, std::string *err);
 
 }  // namespace sluice

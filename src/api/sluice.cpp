@@ -216,7 +216,12 @@ sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) 
 
 size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap) {
     if (need_open(ctx) != SLUICE_OK) return 0;
-    std::string fp = sluice::fingerprint_json(ctx->engine);
+    std::string err;
+    std::string fp = sluice::fingerprint_json(ctx->engine, &err);
+    if (fp.empty()) {
+        ctx->error = err;
+        return 0;
+    }
     if (buf && cap > 0) copy_str(buf, cap, fp);
     return fp.size() + 1;
 }

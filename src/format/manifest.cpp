@@ -327,6 +327,7 @@ Status parse_manifest(const std::string &text, const std::string &where, Manifes
     SLUICE_TRY(parse_expert_quant(root, r, &m));
     SLUICE_TRY(parse_trunk(root, r, &m));
     SLUICE_TRY(parse_layers(root, r, &m));
+    if (auto pv = root.find("provenance"); pv != root.end() && pv->is_object()) m.provenance_json = pv->dump();
     *out = std::move(m);
     return Status::ok();
 }

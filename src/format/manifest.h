@@ -80,6 +80,7 @@ struct Manifest {
     ExpertQuant eq;
     std::map<int, BankEntry> banks;  // MoE layer -> bank
     std::vector<TrunkEntry> trunk;
+    std::string provenance_json;  // the converter's provenance object, if any ("" when absent)
 };
 
 // `where` names the file in error messages.
