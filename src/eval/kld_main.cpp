@@ -1,0 +1,393 @@
+#include "eval/kld_main.h"
+
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "eval/compare.h"
+#include "eval/llamakld.h"
+#include "eval/safetensors.h"
+
+namespace sluice::kld {
+
+namespace {
+
+const char* kUsage =
+    "usage: sluice kld <command> ...\n"
+    "  suite make   --out DIR --context T (--source NAME=FILE:W | --tokens-source NAME=FILE:W)...\n"
+    "               [--tokenizer CONTAINER]\n"
+    "  suite verify SUITE [--expect-suite-hash HEX] [--vocab V]\n"
+    "  inspect      FILE...\n"
+    "  capture      --model CONTAINER --suite SUITE --out DIR [SEL] [--align 8|4096] [--chunk N] [--run-name NAME]\n"
+    "  compare      --suite SUITE --reference REF (--candidate CAND | --model CONTAINER) [SEL]\n"
+    "               [--compat festr2-v0|none] [--bootstrap-samples N] [--seed S] [--threads N] [--json OUT]\n"
+    "               [--tokens OUT.safetensors] [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
+    "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
+    "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
+    "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
+    "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
+    "  noise        --suite SUITE --runs RUN1 RUN2 [RUN...] [--reference REF] [SEL] [--json OUT]\n"
+    "  export-kld   --suite SUITE --reference REF --out BASE.kld [SEL]\n"
+    "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n";
+
+// Flag parser: --name value, --flag, and positionals.
+struct Args {
+    std::map<std::string, std::vector<std::string>> kv;
+    std::vector<std::string> pos;
+    std::string bad;
+    bool has(const std::string& k) const { return kv.count(k) != 0; }
+    std::string get(const std::string& k, const std::string& d = "") const {
+        auto it = kv.find(k);
+        return it == kv.end() || it->second.empty() ? d : it->second.back();
+    }
+};
+
+Args parse(int argc, char** argv, int from, const std::vector<std::string>& flags,
+           const std::vector<std::string>& multi = {}) {
+    Args a;
+    auto is = [](const std::vector<std::string>& v, const std::string& s) {
+        return std::find(v.begin(), v.end(), s) != v.end();
+    };
+    for (int i = from; i < argc; ++i) {
+        std::string s = argv[i];
+        if (s.rfind("--", 0) != 0) { a.pos.push_back(s); continue; }
+        if (is(flags, s)) { a.kv[s]; continue; }
+        if (is(multi, s)) {  // takes every following non-flag word
+            auto& v = a.kv[s];
+            while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) v.push_back(argv[++i]);
+            continue;
+        }
+        if (i + 1 >= argc) { a.bad = s + " needs a value"; break; }
+        a.kv[s].push_back(argv[++i]);
+    }
+    return a;
+}
+
+Status to_int64(const Args& a, const std::string& k, int64_t def, int64_t* out) {
+    std::string v = a.get(k);
+    if (v.empty()) { *out = def; return {}; }
+    try {
+        size_t n = 0;
+        *out = std::stoll(v, &n);
+        if (n != v.size()) throw 1;
+    } catch (...) {
+        return err(Code::usage, k + ": not an integer: '" + v + "'");
+    }
+    return {};
+}
+
+Status selection(const Args& a, WindowSel* sel) {
+    sel->list = a.get("--windows");
+    sel->quick = a.has("--quick");
+    int64_t v;
+    KLD_TRY(to_int64(a, "--start-window", 0, &v));
+    sel->start = int(v);
+    KLD_TRY(to_int64(a, "--stop-window", -1, &v));
+    sel->stop = int(v);
+    return {};
+}
+
+Status write_receipt(const Args& a, const json& r) {
+    for (const char* k : {"--json", "--output"})
+        if (a.has(k)) KLD_TRY(write_file_atomic(a.get(k), dump_py(r, true)));
+    return {};
+}
+
+Status open_operand(const std::string& path, bool verify, std::unique_ptr<Operand>* o) {
+    return open_v0_dir(path, verify, o);
+}
+
+Status compare_opts(const Args& a, CompareOptions* o) {
+    KLD_TRY(selection(a, &o->sel));
+    int64_t v;
+    KLD_TRY(to_int64(a, "--bootstrap-samples", 10000, &v));
+    o->bootstrap_samples = int(v);
+    KLD_TRY(to_int64(a, "--seed", 1, &v));
+    o->seed = uint64_t(v);
+    KLD_TRY(to_int64(a, "--threads", 1, &v));
+    o->threads = int(v);
+    KLD_TRY(to_int64(a, "--max-ram", int64_t(1) << 30, &v));
+    o->max_ram = v;
+    KLD_TRY(to_int64(a, "--row-block", 8, &v));
+    o->rows_per_block = int(v);
+    const std::string c = a.get("--compat", "none");
+    if (c == "festr2-v0") o->compat = Compat::festr2_v0;
+    else if (c != "none") return err(Code::usage, "--compat: '" + c + "' is not implemented (festr2-v0 or none)");
+    o->llamacpp_block = a.has("--llamacpp-block");
+    const std::string lp = a.get("--llamacpp-positions", "all");
+    if (lp != "all" && lp != "second-half") return err(Code::usage, "--llamacpp-positions: all or second-half");
+    o->llamacpp_second_half = lp == "second-half";
+    o->noise_receipt = a.get("--noise");
+    o->finite_only = a.has("--finite-only");
+    o->want_js = !a.has("--no-js");
+    return {};
+}
+
+const std::vector<std::string> kFlags = {"--quick", "--llamacpp-block", "--finite-only", "--no-js"};
+
+int finish(const Status& st, std::ostream& e) {
+    if (st.ok()) return 0;
+    e << "sluice kld: error (" << code_name(st.code) << "): " << st.msg << "\n";
+    return exit_code(st);
+}
+
+Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
+    if (argc < 3) return err(Code::usage, "suite: make or verify");
+    const std::string sub = argv[2];
+    Args a = parse(argc, argv, 3, {});
+    if (!a.bad.empty()) return err(Code::usage, a.bad);
+    if (sub == "verify") {
+        if (a.pos.size() != 1) return err(Code::usage, "suite verify SUITE_DIR");
+        SuiteCheck chk;
+        chk.expect_suite_hash = a.get("--expect-suite-hash");
+        KLD_TRY(to_int64(a, "--vocab", 0, &chk.vocab));
+        Suite s;
+        KLD_TRY(load_suite(a.pos[0], chk, &s));
+        std::map<std::string, int> dc;
+        for (auto& w : s.windows) dc[w.domain]++;
+        out << "suite OK: " << s.windows.size() << " windows x " << s.context_length << " tokens, suite hash "
+            << s.suite_hash << "\n";
+        for (auto& [d, c] : dc) out << "  " << d << ": " << c << " windows\n";
+        return {};
+    }
+    if (sub != "make") return err(Code::usage, "suite: make or verify");
+    MakeOptions m;
+    m.out_dir = a.get("--out");
+    int64_t T;
+    KLD_TRY(to_int64(a, "--context", 2048, &T));
+    m.context_length = int(T);
+    if (m.out_dir.empty()) return err(Code::usage, "suite make needs --out");
+    // Sources keep their command-line order (it fixes the window numbering).
+    for (int i = 3; i + 1 < argc; ++i) {
+        std::string f = argv[i];
+        if (f == "--source" || f == "--tokens-source") {
+            SourceSpec sp;
+            KLD_TRY(parse_source_spec(argv[i + 1], f == "--tokens-source", &sp));
+            m.sources.push_back(sp);
+        }
+    }
+    if (a.has("--tokenizer")) {
+        if (!h.open_tokenizer) return err(Code::usage, "--tokenizer: this build has no tokenizer hook");
+        m.model_tokenizer = a.get("--tokenizer");
+        KLD_TRY(h.open_tokenizer(m.model_tokenizer, &m.tokenize, &m.tokenizer_class));
+    } else {
+        m.tokenizer_class = "none (token sources)";
+    }
+    Suite s;
+    KLD_TRY(make_suite(m, &s));
+    out << "suite written to " << m.out_dir << ": " << s.windows.size() << " windows, suite hash " << s.suite_hash << "\n";
+    return {};
+}
+
+Status cmd_inspect(const Args& a, std::ostream& out) {
+    if (a.pos.empty()) return err(Code::usage, "inspect FILE...");
+    for (const auto& p : a.pos) {
+        if (p.size() > 4 && p.compare(p.size() - 4, 4, ".kld") == 0) {
+            KldFile f;
+            KLD_TRY(kld_open(p, &f));
+            out << p << ": llama.cpp .kld n_ctx " << f.n_ctx << " n_vocab " << f.n_vocab << " n_chunk " << f.n_chunk
+                << " rows/chunk " << f.rows_per_chunk() << "\n";
+            continue;
+        }
+        StFile f;
+        KLD_TRY(f.open(p));
+        out << p << ": safetensors, header " << f.data_start() - 8 << " bytes, data at " << f.data_start() << "\n";
+        for (auto& [k, v] : f.metadata()) out << "  meta " << k << " = " << v << "\n";
+        for (auto& t : f.tensors()) {
+            out << "  tensor " << t.name << " " << t.dtype << " [";
+            for (size_t i = 0; i < t.shape.size(); ++i) out << (i ? "," : "") << t.shape[i];
+            out << "]";
+            if (t.dt == DType::F32 && t.shape.size() == 2) {  // BF16-exactness scan (§1.9, §7.11 item 3)
+                uint64_t bad = 0, n = t.shape[0] * t.shape[1];
+                std::vector<uint32_t> buf(1 << 20);
+                for (uint64_t i = 0; i < n; i += buf.size()) {
+                    uint64_t k = std::min<uint64_t>(buf.size(), n - i);
+                    KLD_TRY(f.pread_data(t.begin + i * 4, buf.data(), k * 4));
+                    for (uint64_t j = 0; j < k; ++j) bad += (buf[j] & 0xffff) != 0;
+                }
+                out << (bad ? "  not BF16-exact (" + std::to_string(bad) + " values)" : std::string("  BF16-exact"));
+            }
+            out << "\n";
+        }
+    }
+    return {};
+}
+
+Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldHooks& h) {
+    CompareOptions o;
+    KLD_TRY(compare_opts(a, &o));
+    const bool verify = a.get("--verify-hashes", "on") != "off";
+    const std::string refp = a.get("--reference");
+    if (refp.empty()) return err(Code::usage, "compare needs --reference");
+    std::unique_ptr<LogitsEngine> eng;
+    std::unique_ptr<Operand> cand;
+    if (a.has("--model")) {
+        if (a.has("--candidate")) return err(Code::usage, "give --candidate or --model, not both");
+        if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
+        KLD_TRY(h.open_engine(a.get("--model"), o.threads, &eng));
+        cand = engine_operand(eng.get(), a.get("--model"));
+    } else {
+        if (!a.has("--candidate")) return err(Code::usage, "compare needs --candidate or --model");
+        KLD_TRY(open_operand(a.get("--candidate"), verify, &cand));
+    }
+    if (refp.size() > 4 && refp.compare(refp.size() - 4, 4, ".kld") == 0) {  // llama.cpp flow
+        KldFile f;
+        KLD_TRY(kld_open(refp, &f));
+        json r;
+        std::string text;
+        KLD_TRY(compare_kld(f, *cand, &r, &text));
+        out << text;
+        return write_receipt(a, r);
+    }
+    if (!a.has("--suite")) return err(Code::usage, "compare needs --suite");
+    Suite s;
+    KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{a.get("--expect-suite-hash"), 0}, &s));
+    std::unique_ptr<Operand> ref;
+    KLD_TRY(open_operand(refp, verify, &ref));
+    o.keep_tokens = a.has("--tokens");
+    CompareResult r;
+    Status st = run_compare(s, *ref, *cand, o, &r);
+    for (auto& w : r.warnings) e << "warning: " << w << "\n";
+    if (!r.receipt.is_null()) {
+        for (const auto& w : r.receipt["per_window"]) out << w.dump() << "\n";  // one line per window, as festr2
+        out << r.text;
+        KLD_TRY(write_receipt(a, r.receipt));
+        if (st.ok() && a.has("--tokens")) KLD_TRY(write_token_sidecar(r, a.get("--tokens")));
+    }
+    return st;
+}
+
+}  // namespace
+
+int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
+    if (argc < 2) {
+        e << kUsage;
+        return 2;
+    }
+    const std::string cmd = argv[1];
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+        out << kUsage;
+        return 0;
+    }
+    if (cmd == "suite") {
+        Status st = cmd_suite(argc, argv, out, h);
+        if (st.code == Code::usage) e << kUsage;
+        return finish(st, e);
+    }
+    Args a = parse(argc, argv, 2, kFlags, {"--runs", "--receipts"});
+    if (!a.bad.empty()) return finish(err(Code::usage, a.bad), e);
+    Status st;
+    if (cmd == "inspect") {
+        st = cmd_inspect(a, out);
+    } else if (cmd == "compare") {
+        st = cmd_compare(a, out, e, h);
+    } else if (cmd == "capture") {
+        st = [&]() -> Status {
+            if (!a.has("--model") || !a.has("--suite") || !a.has("--out"))
+                return err(Code::usage, "capture needs --model, --suite and --out");
+            if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
+            WindowSel sel;
+            KLD_TRY(selection(a, &sel));
+            Suite s;
+            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            std::vector<int> pos;
+            KLD_TRY(select_windows(s, sel, &pos));
+            int64_t v;
+            CaptureOptions co;
+            KLD_TRY(to_int64(a, "--align", 8, &v));
+            co.align = size_t(v);
+            if (co.align != 8 && co.align != 4096) return err(Code::usage, "--align: 8 or 4096");
+            KLD_TRY(to_int64(a, "--chunk", 256, &v));
+            co.chunk_rows = int(v);
+            co.run_name = a.get("--run-name");
+            KLD_TRY(to_int64(a, "--threads", 0, &v));
+            std::unique_ptr<LogitsEngine> eng;
+            KLD_TRY(h.open_engine(a.get("--model"), int(v), &eng));
+            CaptureReport rep;
+            KLD_TRY(capture(eng.get(), s, pos, a.get("--out"), co, &rep));
+            out << "captured " << rep.captured.size() << " windows (" << rep.bytes_written << " bytes), skipped "
+                << rep.skipped.size() << " already verified\n";
+            return {};
+        }();
+    } else if (cmd == "paired") {
+        st = [&]() -> Status {
+            PairedOptions po;
+            KLD_TRY(compare_opts(a, &po.cmp));
+            po.cmp.keep_tokens = true;
+            if (a.has("--noise-diff")) po.noise_diff = std::stod(a.get("--noise-diff"));
+            if (a.has("--tie-tolerance")) po.tie_tolerance = std::stod(a.get("--tie-tolerance"));
+            json r;
+            std::string text;
+            if (a.has("--receipts")) {
+                const auto& rs = a.kv.at("--receipts");
+                if (rs.size() != 2) return err(Code::usage, "--receipts A.json B.json");
+                json ra, rb;
+                std::string t;
+                KLD_TRY(read_file(rs[0], &t));
+                KLD_TRY(parse_json(t, rs[0], &ra));
+                KLD_TRY(read_file(rs[1], &t));
+                KLD_TRY(parse_json(t, rs[1], &rb));
+                KLD_TRY(run_paired_receipts(ra, rb, po, &r, &text));
+            } else {
+                if (!a.has("--suite") || !a.has("--reference") || !a.has("--a") || !a.has("--b"))
+                    return err(Code::usage, "paired needs --suite, --reference, --a and --b");
+                const bool verify = a.get("--verify-hashes", "on") != "off";
+                Suite s;
+                KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+                std::unique_ptr<Operand> ref, ca, cb;
+                KLD_TRY(open_operand(a.get("--reference"), verify, &ref));
+                KLD_TRY(open_operand(a.get("--a"), verify, &ca));
+                KLD_TRY(open_operand(a.get("--b"), verify, &cb));
+                KLD_TRY(run_paired(s, *ref, *ca, *cb, po, &r, &text));
+            }
+            out << text;
+            return write_receipt(a, r);
+        }();
+    } else if (cmd == "noise") {
+        st = [&]() -> Status {
+            CompareOptions o;
+            KLD_TRY(compare_opts(a, &o));
+            o.keep_tokens = true;
+            if (!a.has("--suite") || !a.has("--runs")) return err(Code::usage, "noise needs --suite and --runs");
+            const bool verify = a.get("--verify-hashes", "on") != "off";
+            Suite s;
+            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            std::vector<std::unique_ptr<Operand>> runs;
+            std::vector<Operand*> rp;
+            for (const auto& p : a.kv.at("--runs")) {
+                runs.emplace_back();
+                KLD_TRY(open_operand(p, verify, &runs.back()));
+                rp.push_back(runs.back().get());
+            }
+            std::unique_ptr<Operand> ref;
+            if (a.has("--reference")) KLD_TRY(open_operand(a.get("--reference"), verify, &ref));
+            json r;
+            std::string text;
+            KLD_TRY(run_noise(s, rp, ref.get(), o, &r, &text));
+            out << text;
+            return write_receipt(a, r);
+        }();
+    } else if (cmd == "export-kld") {
+        st = [&]() -> Status {
+            if (!a.has("--suite") || !a.has("--reference") || !a.has("--out"))
+                return err(Code::usage, "export-kld needs --suite, --reference and --out");
+            KldWriteOptions ko;
+            KLD_TRY(selection(a, &ko.sel));
+            Suite s;
+            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            std::unique_ptr<Operand> ref;
+            KLD_TRY(open_operand(a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
+            std::string warn;
+            KLD_TRY(export_kld(s, *ref, ko, a.get("--out"), &warn));
+            e << "warning: " << warn << "\n";
+            out << "wrote " << a.get("--out") << "\n";
+            return {};
+        }();
+    } else {
+        st = err(Code::usage, "unknown command '" + cmd + "'");
+    }
+    if (st.code == Code::usage) e << kUsage;
+    return finish(st, e);
+}
+
+}  // namespace sluice::kld

@@ -1,0 +1,10 @@
+// Standalone `sluice kld` driver without an engine: everything except
+// --model and suite make --tokenizer works from files.
+#include <iostream>
+
+#include "eval/kld_main.h"
+
+int main(int argc, char** argv) {
+    argv[0] = const_cast<char*>("kld");
+    return sluice::kld::main_kld(argc, argv, std::cout, std::cerr);
+}

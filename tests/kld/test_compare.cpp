@@ -1,0 +1,229 @@
+// compare: exact zeros, fp64 against the numpy oracle, thread bit-identity,
+// festr2-v0 compat, -inf handling, sidecar, llama.cpp block.
+#include "kld_test_util.h"
+
+using namespace kt;
+
+namespace {
+
+constexpr int T = 64, V = 1000;
+
+struct Fixture {
+    std::string d;
+    Suite s;
+    std::vector<std::vector<float>> ref, cand;
+};
+
+Fixture& fx() {
+    static Fixture f = [] {
+        Fixture f;
+        f.d = tmpdir("compare");
+        f.s = make_synth_suite(f.d, T, V, {"prose", "code", "instruction"}, 2);
+        for (size_t w = 0; w < f.s.windows.size(); ++w) {
+            f.ref.push_back(synth_ref(T - 1, V, 100 + uint32_t(w)));
+            f.cand.push_back(perturb(f.ref.back(), 0.3f + 0.1f * float(w), 200 + uint32_t(w)));
+        }
+        write_ref(f.s, f.ref, V, f.d + "/ref");
+        write_ref(f.s, f.ref, V, f.d + "/same");
+        write_ref(f.s, f.cand, V, f.d + "/cand");
+        return f;
+    }();
+    return f;
+}
+
+std::unique_ptr<Operand> dir(const std::string& p) {
+    std::unique_ptr<Operand> o;
+    Status st = open_v0_dir(p, true, &o);
+    EXPECT_TRUE(st.ok()) << st.msg;
+    return o;
+}
+
+}  // namespace
+
+TEST(KldCompare, IdenticalOperandsGiveExactlyZero) {
+    auto& f = fx();
+    auto r = dir(f.d + "/ref"), c = dir(f.d + "/same");
+    CompareResult res;
+    CompareOptions o;
+    Status st = run_compare(f.s, *r, *c, o, &res);
+    ASSERT_TRUE(st.ok()) << st.msg;
+    for (auto& w : res.windows)
+        for (size_t i = 0; i < w.kl.size(); ++i) {
+            ASSERT_EQ(w.kl[i], 0.0) << "window " << w.window_index << " row " << i;
+            ASSERT_EQ(w.js[i], 0.0);
+            ASSERT_EQ(w.top1[i], 1);
+            ASSERT_EQ(w.nll_ref[i], w.nll_cand[i]);
+        }
+    EXPECT_EQ(res.receipt["kl_reference_to_candidate"]["mean"].get<double>(), 0.0);
+    EXPECT_EQ(res.receipt["kl_window_cluster_bootstrap"]["ci95_high"].get<double>(), 0.0);
+    EXPECT_EQ(res.receipt["top1_agreement"].get<double>(), 1.0);
+    EXPECT_GT(res.receipt["sluice"]["ref_tied_rows"].get<int64_t>(), 0);
+    std::printf("identical: mean KL %g, ties in reference rows: %lld\n", res.receipt["kl_reference_to_candidate"]["mean"].get<double>(),
+                (long long)res.receipt["sluice"]["ref_tied_rows"].get<int64_t>());
+}
+
+TEST(KldCompare, Fp64MatchesNumpyOracle) {
+    if (!have_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy (install python3-numpy)";
+    auto& f = fx();
+    auto r = dir(f.d + "/ref"), c = dir(f.d + "/cand");
+    CompareResult res;
+    ASSERT_TRUE(run_compare(f.s, *r, *c, CompareOptions{}, &res).ok());
+    double maxd = 0, maxdj = 0, maxdn = 0;
+    for (size_t w = 0; w < f.s.windows.size(); ++w) {
+        const std::string o = f.d + "/o" + std::to_string(w);
+        std::ofstream(o + ".x", std::ios::binary).write(reinterpret_cast<const char*>(f.ref[w].data()), std::streamsize(f.ref[w].size() * 4));
+        std::ofstream(o + ".y", std::ios::binary).write(reinterpret_cast<const char*>(f.cand[w].data()), std::streamsize(f.cand[w].size() * 4));
+        std::ofstream(o + ".t", std::ios::binary).write(reinterpret_cast<const char*>(f.s.windows[w].tokens.data()), T * 4);
+        json j = run_oracle("kl " + o + ".x " + o + ".y " + std::to_string(T - 1) + " " + std::to_string(V) + " " + o + ".t");
+        const WindowResult& wr = res.windows[w];
+        for (int i = 0; i < T - 1; ++i) {
+            maxd = std::max(maxd, std::fabs(wr.kl[size_t(i)] - j["kl"][i].get<double>()));
+            maxdj = std::max(maxdj, std::fabs(wr.js[size_t(i)] - j["js"][i].get<double>()));
+            maxdn = std::max(maxdn, std::fabs(wr.nll_ref[size_t(i)] - j["nll_ref"][i].get<double>()));
+            maxdn = std::max(maxdn, std::fabs(wr.nll_cand[size_t(i)] - j["nll_cand"][i].get<double>()));
+            EXPECT_EQ(wr.top1[size_t(i)], j["top1"][i].get<int>());
+            EXPECT_EQ(wr.top1_tie[size_t(i)], j["top1_tie"][i].get<int>());
+        }
+    }
+    std::printf("fp64 vs numpy: max |dKL| %.3g  max |dJS| %.3g  max |dNLL| %.3g\n", maxd, maxdj, maxdn);
+    std::printf("mean KL %.9f  CI95 [%.9f, %.9f]  JS %.9f  top1 %.4f  tie-aware %.4f  PPL ref %.4f cand %.4f\n",
+                res.receipt["kl_reference_to_candidate"]["mean"].get<double>(),
+                res.receipt["kl_window_cluster_bootstrap"]["ci95_low"].get<double>(),
+                res.receipt["kl_window_cluster_bootstrap"]["ci95_high"].get<double>(), res.receipt["js"]["mean"].get<double>(),
+                res.receipt["top1_agreement"].get<double>(), res.receipt["sluice"]["top1_tie_aware"].get<double>(),
+                res.receipt["sluice"]["ppl_ref"].get<double>(), res.receipt["sluice"]["ppl_cand"].get<double>());
+    EXPECT_LT(maxd, 1e-9);
+    EXPECT_LT(maxdj, 1e-9);
+    EXPECT_LT(maxdn, 1e-9);
+}
+
+TEST(KldCompare, BitIdenticalForAnyThreadCount) {
+    auto& f = fx();
+    std::string base;
+    for (int th : {1, 2, 3, 7}) {
+        auto r = dir(f.d + "/ref"), c = dir(f.d + "/cand");
+        CompareOptions o;
+        o.threads = th;
+        o.llamacpp_block = true;
+        CompareResult res;
+        ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).ok());
+        const std::string txt = dump_py(strip_timing(res.receipt));
+        if (base.empty()) base = txt;
+        EXPECT_EQ(txt, base) << "threads " << th;
+        std::printf("threads %d: receipt sha256 %s\n", th, sha256_hex(txt).c_str());
+    }
+}
+
+TEST(KldCompare, Festr2CompatReproducesNumpyExactly) {
+    if (!have_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy (install python3-numpy)";
+    auto& f = fx();
+    // Finite data only: festr2's fp32 path turns a reference -inf into NaN.
+    const std::string d = f.d + "/compat";
+    std::vector<std::vector<float>> rf, cf;
+    for (size_t w = 0; w < f.ref.size(); ++w) {
+        rf.push_back(f.ref[w]);
+        for (auto& x : rf.back()) if (std::isinf(x)) x = -30.f;
+        cf.push_back(perturb(rf.back(), 0.2f, 300 + uint32_t(w)));
+    }
+    write_ref(f.s, rf, V, d + "/ref");
+    write_ref(f.s, cf, V, d + "/cand");
+    auto r = dir(d + "/ref"), c = dir(d + "/cand");
+    CompareOptions o;
+    o.compat = Compat::festr2_v0;
+    CompareResult res;
+    ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).ok());
+    // Per-token fp32 KL against numpy's fp32 computation.
+    double worst = 0, sa = 0, sb = 0;
+    std::vector<double> wm, all;
+    for (size_t w = 0; w < rf.size(); ++w) {
+        const std::string p = d + "/o" + std::to_string(w);
+        std::ofstream(p + ".x", std::ios::binary).write(reinterpret_cast<const char*>(rf[w].data()), std::streamsize(rf[w].size() * 4));
+        std::ofstream(p + ".y", std::ios::binary).write(reinterpret_cast<const char*>(cf[w].data()), std::streamsize(cf[w].size() * 4));
+        std::ofstream(p + ".t", std::ios::binary).write(reinterpret_cast<const char*>(f.s.windows[w].tokens.data()), T * 4);
+        json j = run_oracle("kl " + p + ".x " + p + ".y " + std::to_string(T - 1) + " " + std::to_string(V) + " " + p + ".t");
+        for (int i = 0; i < T - 1; ++i) {
+            const double a = res.windows[w].kl[size_t(i)], b = j["kl32"][i].get<double>();
+            worst = std::max(worst, std::fabs(a - b) / (2e-7 + 1e-3 * std::fabs(b)));
+            sa += a;
+            sb += b;
+        }
+        wm.push_back(np_mean(res.windows[w].kl));
+        all.insert(all.end(), res.windows[w].kl.begin(), res.windows[w].kl.end());
+    }
+    std::printf("festr2-v0 fp32 KL vs numpy fp32: worst |d|/(2e-7+1e-3|KL|) %.3g, mean KL relative difference %.3g\n", worst,
+                std::fabs(sa - sb) / sb);
+    EXPECT_LT(worst, 1.0);  // fp32 exp/sum order differ (glibc vs numpy SIMD)
+    EXPECT_LT(std::fabs(sa - sb) / sb, 1e-5);
+    // Given our per-token vectors, every reported statistic is numpy's, bit for bit.
+    write_f64(d + "/wm.f64", wm);
+    write_f64(d + "/all.f64", all);
+    json b = run_oracle("boot " + d + "/wm.f64 10000 1"), s = run_oracle("summ " + d + "/all.f64");
+    const json& kb = res.receipt["kl_window_cluster_bootstrap"];
+    for (const char* k : {"estimate", "standard_error", "ci95_low", "ci95_high"}) EXPECT_EQ(kb[k].get<double>(), b[k].get<double>()) << k;
+    for (const char* k : {"mean", "median", "p95", "p99", "max"})
+        EXPECT_EQ(res.receipt["kl_reference_to_candidate"][k].get<double>(), s[k].get<double>()) << k;
+    // Per-domain bootstraps: fresh generator per domain, sorted order.
+    for (const char* dom : {"code", "instruction", "prose"}) {
+        std::vector<double> dm;
+        for (size_t w = 0; w < rf.size(); ++w)
+            if (f.s.windows[w].domain == dom) dm.push_back(wm[w]);
+        write_f64(d + "/dm.f64", dm);
+        json bd = run_oracle("boot " + d + "/dm.f64 10000 1");
+        EXPECT_EQ(res.receipt["domains"][dom]["ci95_low"].get<double>(), bd["ci95_low"].get<double>()) << dom;
+        EXPECT_EQ(res.receipt["domains"][dom]["ci95_high"].get<double>(), bd["ci95_high"].get<double>()) << dom;
+    }
+    // §4.7 exact top-level key set (plus the sluice{} block).
+    std::vector<std::string> keys;
+    for (auto it = res.receipt.begin(); it != res.receipt.end(); ++it) keys.push_back(it.key());
+    EXPECT_EQ(keys, (std::vector<std::string>{"candidate_dir", "direction", "domains", "js", "kl_reference_to_candidate",
+                                              "kl_window_cluster_bootstrap", "per_window", "positions", "reference_dir",
+                                              "sluice", "top1_agreement", "window_range", "windows"}));
+    std::printf("festr2-v0: mean KL %.9g CI [%.9g, %.9g] top1 %.6f\n", res.receipt["kl_reference_to_candidate"]["mean"].get<double>(),
+                kb["ci95_low"].get<double>(), kb["ci95_high"].get<double>(), res.receipt["top1_agreement"].get<double>());
+}
+
+TEST(KldCompare, CandidateMinusInfMakesKlInfiniteAndIsNamed) {
+    auto& f = fx();
+    const std::string d = f.d + "/inf";
+    auto c = f.ref;
+    const int w = 1, row = 4;
+    float* x = c[w].data() + size_t(row) * V;
+    const int col = int(std::max_element(x, x + V) - x);
+    x[col] = -INFINITY;
+    write_ref(f.s, c, V, d);
+    auto r = dir(f.d + "/ref"), cd = dir(d);
+    CompareResult res;
+    ASSERT_TRUE(run_compare(f.s, *r, *cd, CompareOptions{}, &res).ok());
+    EXPECT_TRUE(std::isinf(res.windows[w].kl[row]));
+    EXPECT_EQ(res.receipt["sluice"]["inf_kl_tokens"].get<int>(), 1);
+    EXPECT_EQ(res.receipt["sluice"]["inf_kl_named"][0].get<std::string>(), "window 1 row 4");
+    EXPECT_EQ(dump_py(res.receipt["kl_reference_to_candidate"]["mean"]), "Infinity\n");
+    CompareOptions o;
+    o.finite_only = true;
+    auto r2 = dir(f.d + "/ref"), c2 = dir(d);
+    ASSERT_TRUE(run_compare(f.s, *r2, *c2, o, &res).ok());
+    EXPECT_EQ(res.receipt["kl_reference_to_candidate"]["mean"].get<double>(), 0.0);
+    EXPECT_EQ(res.receipt["positions"].get<int>(), 6 * 63);
+}
+
+TEST(KldCompare, CliReceiptSidecarAndLlamaBlock) {
+    auto& f = fx();
+    std::string out, er;
+    const std::string j = f.d + "/receipt.json", tk = f.d + "/tokens.safetensors";
+    int rc = kld({"compare", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--candidate", f.d + "/cand", "--json", j,
+                  "--tokens", tk, "--llamacpp-block", "--threads", "3"}, &out, &er);
+    ASSERT_EQ(rc, 0) << er;
+    std::printf("%s", out.c_str());
+    EXPECT_NE(out.find("====== KL divergence statistics ======"), std::string::npos);
+    EXPECT_NE(out.find("Same top p:"), std::string::npos);
+    json r = json::parse(read_text(j));
+    EXPECT_EQ(read_text(j), dump_py(r));
+    StFile sf;
+    ASSERT_TRUE(sf.open(tk).ok());
+    EXPECT_EQ(sf.find("kl")->shape[0], 6u * 63);
+    EXPECT_EQ(sf.find("top1")->dtype, "U8");
+    EXPECT_EQ(sf.find("window")->dtype, "I32");
+    // Quick gate: window list selection.
+    rc = kld({"compare", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--candidate", f.d + "/cand", "--windows", "0,2-3"}, &out, &er);
+    ASSERT_EQ(rc, 0) << er;
+}
