@@ -214,6 +214,37 @@ sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) 
     return SLUICE_OK;
 }
 
+sluice_status sluice_state_save(sluice_ctx *ctx, const char *path) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_state_save: path is empty");
+    if (ctx->broken) return fail(ctx, SLUICE_E_STATE, "the session is broken by an earlier error; reset it first");
+    sluice::Status st = ctx->engine.save_state(path);
+    return st ? SLUICE_OK : fail(ctx, st);
+}
+
+sluice_status sluice_state_load(sluice_ctx *ctx, const char *path) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_state_load: path is empty");
+    sluice::Status st = ctx->engine.load_state(path);
+    if (!st) return fail(ctx, st);
+    ctx->broken = false;
+    return SLUICE_OK;
+}
+
+sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!out) return fail(ctx, SLUICE_E_ARG, "sluice_stats_get: out is NULL");
+    std::memset(out, 0, sizeof(*out));
+    const sluice::ExpertStats es = ctx->engine.expert_stats();
+    out->tokens_evaluated = ctx->engine.tokens_evaluated();
+    out->expert_reads = es.reads;
+    out->expert_bytes_read = es.bytes_read;
+    out->expert_cache_hits = es.cache_hits;
+    out->expert_cache_misses = es.cache_misses;
+    out->seconds_eval = ctx->engine.seconds_eval();
+    return SLUICE_OK;
+}
+
 size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap) {
     if (need_open(ctx) != SLUICE_OK) return 0;
     std::string err;

@@ -1,6 +1,7 @@
 #include "model/engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -118,6 +119,7 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         return Status(SLUICE_E_RANGE, "context full: " + std::to_string(pos_) + " + " + std::to_string(n) +
                                           " tokens exceed max_context " + std::to_string(opt_.max_context));
     const int64_t V = cfg.vocab;
+    const auto t_start = std::chrono::steady_clock::now();
     for (int64_t t0 = 0; t0 < n; t0 += opt_.prefill_chunk) {
         const int64_t m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
         const bool last = t0 + m == n;
@@ -126,6 +128,8 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         else if (logits && last) out = logits;
         SLUICE_TRY(eval_chunk(tokens + t0, m, out, all));
     }
+    tokens_evaluated_ += (uint64_t)n;
+    seconds_eval_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return Status::ok();
 }
 

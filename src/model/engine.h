@@ -65,6 +65,10 @@ public:
     // restored to where it was.
     Status eval(const int32_t *tokens, int64_t n, float *logits, bool all);
     void set_trace(TraceFn fn) { trace_ = std::move(fn); }
+    Status save_state(const std::string &path) const;
+    Status load_state(const std::string &path);
+    uint64_t tokens_evaluated() const { return tokens_evaluated_; }
+    double seconds_eval() const { return seconds_eval_; }
 
 private:
     Status eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all);
@@ -95,6 +99,8 @@ private:
     std::vector<KdaState> kda_;
     std::vector<MlaState> mla_;
     TraceFn trace_;
+    uint64_t tokens_evaluated_ = 0;
+    double seconds_eval_ = 0;
 };
 
 }  // namespace sluice

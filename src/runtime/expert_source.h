@@ -21,6 +21,7 @@ using ExpertRef = std::shared_ptr<const ExpertBuffer>;
 
 struct ExpertStats {
     uint64_t reads = 0, bytes_read = 0;
+    uint64_t cache_hits = 0, cache_misses = 0;
 };
 
 class ExpertSource {

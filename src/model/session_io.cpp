@@ -1,0 +1,142 @@
+// Session state files: the decoding state of one context, restorable into a
+// context of the same model. Every shape the state depends on is recorded
+// and checked on load, with the mismatching field named.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "common/sha256.h"
+#include "format/file.h"
+#include "model/engine.h"
+
+namespace sluice {
+namespace {
+
+constexpr uint32_t kMagic = 0x53534C53u;  // "SLSS"
+constexpr uint32_t kVersion = 1;
+
+struct Header {
+    uint32_t magic, version;
+    int32_t n_layers, hidden, vocab, kda_heads, kda_dim, conv_kernel, n_heads, kv_lora, d_rope, attn_res_block;
+    int32_t pos, reserved;
+    char manifest_sha256[64];
+};
+
+Header make_header(const ModelConfig &c, int pos, const std::string &sha) {
+    Header h;
+    std::memset(&h, 0, sizeof h);
+    h.magic = kMagic;
+    h.version = kVersion;
+    h.n_layers = c.n_layers;
+    h.hidden = c.hidden;
+    h.vocab = c.vocab;
+    h.kda_heads = c.kda_heads;
+    h.kda_dim = c.kda_dim;
+    h.conv_kernel = c.conv_kernel;
+    h.n_heads = c.n_heads;
+    h.kv_lora = c.kv_lora;
+    h.d_rope = c.d_rope;
+    h.attn_res_block = c.attn_res_block;
+    h.pos = pos;
+    std::memcpy(h.manifest_sha256, sha.data(), std::min<size_t>(64, sha.size()));
+    return h;
+}
+
+}  // namespace
+
+Status Engine::save_state(const std::string &path) const {
+    std::string sha;
+    SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
+    const Header h = make_header(c_.config(), pos_, sha);
+    const std::string tmp = path + ".tmp";
+    FILE *f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return io_error(path + ": cannot create the state file");
+    bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
+    for (int L = 0; ok && L < c_.config().n_layers; L++) {
+        if (c_.config().is_kda[(size_t)L]) {
+            const KdaState &k = kda_[(size_t)L];
+            ok = std::fwrite(k.S.data(), 4, k.S.size(), f) == k.S.size() &&
+                 std::fwrite(k.ring.data(), 4, k.ring.size(), f) == k.ring.size();
+        } else {
+            const MlaState &m = mla_[(size_t)L];
+            const int32_t len = m.len;
+            ok = std::fwrite(&len, 4, 1, f) == 1 &&
+                 std::fwrite(m.cache.data(), 4, m.cache.size(), f) == m.cache.size();
+        }
+    }
+    ok = (std::fclose(f) == 0) && ok;
+    // Rename only a complete file, so a failure never leaves a state file
+    // that looks valid.
+    if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+    if (!ok) {
+        std::remove(tmp.c_str());
+        return io_error(path + ": cannot write the state file");
+    }
+    return Status::ok();
+}
+
+Status Engine::load_state(const std::string &path) {
+    File f;
+    SLUICE_TRY(f.open_read(path));
+    Header h;
+    if (f.size() < sizeof h) return format_error(path + ": too short to be a sluice state file");
+    SLUICE_TRY(f.pread_all(&h, sizeof h, 0));
+    if (h.magic != kMagic) return format_error(path + ": not a sluice state file (bad magic)");
+    if (h.version != kVersion) return format_error(path + ": state file version " + std::to_string(h.version) +
+                                                   " is not supported (expected 1)");
+    std::string sha;
+    SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
+    const Header want = make_header(c_.config(), 0, sha);
+    struct Field {
+        const char *name;
+        int32_t got, want;
+    } fields[] = {{"n_layers", h.n_layers, want.n_layers},          {"hidden", h.hidden, want.hidden},
+                  {"vocab", h.vocab, want.vocab},                   {"kda_heads", h.kda_heads, want.kda_heads},
+                  {"kda_head_dim", h.kda_dim, want.kda_dim},        {"conv_kernel", h.conv_kernel, want.conv_kernel},
+                  {"mla_heads", h.n_heads, want.n_heads},           {"kv_lora_rank", h.kv_lora, want.kv_lora},
+                  {"qk_rope_head_dim", h.d_rope, want.d_rope},      {"attn_res_block", h.attn_res_block, want.attn_res_block}};
+    for (const Field &fd : fields)
+        if (fd.got != fd.want)
+            return format_error(path + ": saved for a different model: " + fd.name + " is " + std::to_string(fd.got) +
+                                ", this model has " + std::to_string(fd.want));
+    if (std::memcmp(h.manifest_sha256, want.manifest_sha256, 64) != 0)
+        return format_error(path + ": saved for a different container (manifest.json sha256 differs)");
+    if (h.pos < 0 || h.pos > opt_.max_context)
+        return format_error(path + ": position " + std::to_string(h.pos) + " exceeds max_context " +
+                            std::to_string(opt_.max_context));
+    // Read into fresh state and swap in only when everything checked out.
+    const ModelConfig &c = c_.config();
+    std::vector<KdaState> kda((size_t)c.n_layers);
+    std::vector<MlaState> mla((size_t)c.n_layers);
+    uint64_t off = sizeof h;
+    const int64_t row = c.kv_lora + c.d_rope;
+    for (int L = 0; L < c.n_layers; L++) {
+        if (c.is_kda[(size_t)L]) {
+            const size_t H = (size_t)c.kda_heads, D = (size_t)c.kda_dim, K = (size_t)c.conv_kernel;
+            kda[(size_t)L].S.resize(H * D * D);
+            kda[(size_t)L].ring.resize(3 * H * D * (K - 1));
+            SLUICE_TRY(f.pread_all(kda[(size_t)L].S.data(), kda[(size_t)L].S.size() * 4, off));
+            off += kda[(size_t)L].S.size() * 4;
+            SLUICE_TRY(f.pread_all(kda[(size_t)L].ring.data(), kda[(size_t)L].ring.size() * 4, off));
+            off += kda[(size_t)L].ring.size() * 4;
+        } else {
+            int32_t len = 0;
+            SLUICE_TRY(f.pread_all(&len, 4, off));
+            off += 4;
+            if (len != h.pos)
+                return format_error(path + ": layer " + std::to_string(L) + " holds " + std::to_string(len) +
+                                    " cached positions, the header says " + std::to_string(h.pos));
+            mla[(size_t)L].len = len;
+            mla[(size_t)L].cache.resize((size_t)(len * row));
+            SLUICE_TRY(f.pread_all(mla[(size_t)L].cache.data(), mla[(size_t)L].cache.size() * 4, off));
+            off += mla[(size_t)L].cache.size() * 4;
+        }
+    }
+    if (off != f.size()) return format_error(path + ": " + std::to_string(f.size() - off) + " trailing bytes");
+    kda_.swap(kda);
+    mla_.swap(mla);
+    pos_ = h.pos;
+    return Status::ok();
+}
+
+}  // namespace sluice
