@@ -107,7 +107,7 @@ static bool clear_output(const std::string& dir, std::string* err) {
     for (const auto& de : fs::directory_iterator(dir, ec)) {
         const std::string n = de.path().filename().string();
         const bool ours = n == "trunk.bin" || n == "codebooks.bin" || n == "tokenizer.model" || n == "specials.json" ||
-                          n == "chat.json" || n == "chat_template.jinja" || n == kStateFile ||
+                          n == "chat.json" || n == "chat_template.jinja" || n == "vision.json" || n == kStateFile ||
                           n.rfind("experts-L", 0) == 0 || n.rfind("codebooks-L", 0) == 0 ||
                           (n.size() > 4 && n.compare(n.size() - 4, 4, ".tmp") == 0);
         if (ours) fs::remove(de.path(), ec);
@@ -167,6 +167,14 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
         return 1;
     }
     const int jobs = resolve_jobs(opt.jobs);
+    {
+        // --force clears the output of our file names: never let that be the source.
+        std::error_code ec;
+        if (fs::exists(opt.output_dir, ec) && fs::equivalent(opt.source_dir, opt.output_dir, ec)) {
+            *err = "output directory is the source directory";
+            return 1;
+        }
+    }
     Checkpoint ck;
     ModelPlan mp;
     if (!ck.open(opt.source_dir, err) || !load_model_plan(opt.source_dir, ck, &mp, err)) return 2;
@@ -189,6 +197,9 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     const int st = prepare_output(opt, fp, sink, err);
     if (st < 0) return 2;
     if (st == 1) {
+        // A kill between the manifest commit and this cleanup leaves parts behind.
+        for (int L : mp.moe_layers) ::unlink((dir + "/" + codebook_part(L)).c_str());
+        ::unlink((dir + "/" + kStateFile).c_str());
         sink->message(dir + ": already complete for these settings; nothing to do");
         return 0;
     }

@@ -80,4 +80,16 @@ int run_verify(const VerifyOptions& opt, VerifyReport* report, std::string* err,
 // Converter identity written to provenance.
 const char* converter_version();
 
+// Command-line front ends, so the CLI only dispatches. `args` excludes the
+// subcommand name: {"SRC", "DST", "--trunk-bits", "3", ...}.
+bool parse_convert_args(const std::vector<std::string>& args, ConvertOptions* o, std::string* err);
+bool parse_verify_args(const std::vector<std::string>& args, VerifyOptions* o, std::string* err);
+const char* convert_usage();
+const char* verify_usage();
+std::string format_verify_report(const VerifyReport& r);
+// Whole subcommands: parse, run, print (report to stdout, errors to stderr).
+// Exit codes as run_convert / run_verify; 1 with usage on bad arguments.
+int convert_main(const std::vector<std::string>& args);
+int verify_main(const std::vector<std::string>& args);
+
 }  // namespace sluice::convert

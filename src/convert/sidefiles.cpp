@@ -113,6 +113,37 @@ bool write_side_files(const std::string& src, const std::string& dir, const Mode
         written->push_back("chat_template.jinja");
     }
 
+    // vision.json (FORMAT.md 9), only for a multimodal release.
+    const ojson outer = mp.config.contains("_outer") ? mp.config["_outer"] : ojson();
+    if (outer.is_object() && outer.contains("vision_config") && outer["vision_config"].is_object()) {
+        ojson v = ojson::object();
+        for (auto it = outer["vision_config"].begin(); it != outer["vision_config"].end(); ++it)
+            if (it.key().empty() || it.key()[0] != '_') v[it.key()] = it.value();
+        v["vt_rms_eps"] = 1.1920928955078125e-07;
+        if (outer.contains("media_placeholder_token_id")) v["media_placeholder_token_id"] = outer["media_placeholder_token_id"];
+        v["max_patches"] = 1024;
+        ojson pp;
+        const std::string ppp = src + "/preprocessor_config.json";
+        if (file_exists(ppp)) {
+            if (!read_file(ppp, &data, err)) return false;
+            try {
+                pp = ojson::parse(data);
+            } catch (const std::exception& e) {
+                *err = ppp + ": not valid JSON: " + e.what();
+                return false;
+            }
+            if (pp.is_object() && pp.contains("media_proc_cfg") && pp["media_proc_cfg"].is_object()) pp = pp["media_proc_cfg"];
+        } else if (sink) {
+            sink->message("warning: no preprocessor_config.json; vision.json uses image mean/std 0.5");
+        }
+        for (const char* k : {"image_mean", "image_std", "patch_size", "in_patch_limit", "patch_limit_on_one_side"})
+            if (pp.is_object() && pp.contains(k)) v[k] = pp[k];
+        for (const char* k : {"image_mean", "image_std"})
+            if (!v.contains(k)) v[k] = {0.5, 0.5, 0.5};
+        if (!write_file_atomic(dir + "/vision.json", v.dump(1, ' ', true), err)) return false;
+        written->push_back("vision.json");
+    }
+
     const std::string chat = builtin_chat_json(mp.family);
     if (!chat.empty()) {
         bool ok = true;

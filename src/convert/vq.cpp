@@ -46,32 +46,57 @@ namespace {
 
 constexpr int64_t kChunk = 4096;  // fixed work split: independent of --jobs
 
-// Centroids transposed to [d][E] so the inner loop over entries vectorizes;
-// each entry's distance is still summed over d = 0..7 in order, exactly the
-// scalar f32 sum (no FMA: the build uses -ffp-contract=off).
+// Nearest entry of a transposed book t[d][E] (E a multiple of 16): the
+// least f32 squared distance, each entry's sum taken over d = 0..7 in order
+// (exactly the scalar sum: the build uses -ffp-contract=off, so no FMA),
+// first minimum wins. Entries go in blocks of 16 held in registers; the
+// AVX2 clone runs the same per-lane arithmetic, so results do not depend on
+// which clone the CPU gets.
+typedef float v8f __attribute__((vector_size(32)));
+
+__attribute__((target_clones("avx2", "default")))
+int nearest_t(const float* __restrict t, int E, const float* __restrict x) {
+    int best = 0;
+    float bd = 0.0f;
+    for (int j0 = 0; j0 < E; j0 += 16) {
+        v8f a0 = {}, a1 = {};
+        for (int d = 0; d < 8; ++d) {
+            v8f xd, r0, r1;
+            for (int k = 0; k < 8; ++k) xd[k] = x[d];
+            std::memcpy(&r0, t + d * E + j0, 32);
+            std::memcpy(&r1, t + d * E + j0 + 8, 32);
+            const v8f d0 = xd - r0, d1 = xd - r1;
+            a0 += d0 * d0;
+            a1 += d1 * d1;
+        }
+        // The block minimum by a tree (min is exact, so order is irrelevant);
+        // only a strictly better block looks for its first minimal entry.
+        const v8f m8 = a1 < a0 ? a1 : a0;
+        const float q0 = m8[4] < m8[0] ? m8[4] : m8[0], q1 = m8[5] < m8[1] ? m8[5] : m8[1];
+        const float q2 = m8[6] < m8[2] ? m8[6] : m8[2], q3 = m8[7] < m8[3] ? m8[7] : m8[3];
+        const float h0 = q2 < q0 ? q2 : q0, h1 = q3 < q1 ? q3 : q1;
+        const float m = h1 < h0 ? h1 : h0;
+        if (j0 == 0 || m < bd) {
+            float acc[16];
+            std::memcpy(acc, &a0, 32);
+            std::memcpy(acc + 8, &a1, 32);  // strict <: an equal later block never wins
+            int jj = 0;
+            while (acc[jj] != m) ++jj;  // first index holding the block minimum
+            bd = m;
+            best = j0 + jj;
+        }
+    }
+    return best;
+}
+
 struct BookT {
     int E;
-    std::vector<float> t;  // 8 * E
+    std::vector<float> t;  // 8 * E, transposed
     BookT(const std::vector<float>& c, int e) : E(e), t(static_cast<size_t>(8 * e)) {
         for (int j = 0; j < e; ++j)
             for (int d = 0; d < 8; ++d) t[static_cast<size_t>(d * e + j)] = c[static_cast<size_t>(j * 8 + d)];
     }
-    int nearest(const float* x, float* acc) const {
-        for (int j = 0; j < E; ++j) acc[j] = 0.0f;
-        for (int d = 0; d < 8; ++d) {
-            const float xd = x[d];
-            const float* row = &t[static_cast<size_t>(d * E)];
-            for (int j = 0; j < E; ++j) {
-                const float diff = xd - row[j];
-                acc[j] += diff * diff;
-            }
-        }
-        int best = 0;
-        float bd = acc[0];
-        for (int j = 1; j < E; ++j)
-            if (acc[j] < bd) { bd = acc[j]; best = j; }  // strict <: first minimum wins
-        return best;
-    }
+    int nearest(const float* x, float*) const { return nearest_t(t.data(), E, x); }
 };
 
 float dist8(const float* a, const float* b) {

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <random>
 
+#include "convert/convert.h"
 #include "convert/numeric.h"
 #include "convert/trunk.h"
 #include "convert/vq.h"
@@ -158,4 +159,78 @@ TEST(ConvertNumeric, BlockedIndicesRoundTripWithTailRows) {
         std::memcpy(&crc, &rec[36], 4);
         EXPECT_EQ(crc, crc32(rec.data() + 48, g.scale_end - 48));
     }
+}
+
+TEST(ConvertArgs, ParsesEveryOption) {
+    ConvertOptions o;
+    std::string err;
+    ASSERT_TRUE(parse_convert_args({"src", "dst", "--trunk-bits", "3", "--trunk8", "--stages", "4", "--entries", "64",
+                                    "--index-bits", "6", "--cb-sample", "5", "--kmeans-iters", "7", "--train-vectors",
+                                    "1000", "--seed", "9", "--jobs", "2", "--force", "--quiet"},
+                                   &o, &err))
+        << err;
+    EXPECT_EQ(o.source_dir, "src");
+    EXPECT_EQ(o.output_dir, "dst");
+    EXPECT_EQ(o.trunk_bits, 3);
+    EXPECT_TRUE(o.trunk8 && o.force && o.quiet);
+    EXPECT_EQ(o.stages, 4);
+    EXPECT_EQ(o.entries, 64);
+    EXPECT_EQ(o.index_bits, 6);
+    EXPECT_EQ(o.cb_sample, 5);
+    EXPECT_EQ(o.kmeans_iters, 7);
+    EXPECT_EQ(o.train_vectors, 1000);
+    EXPECT_EQ(o.seed, 9u);
+    EXPECT_EQ(o.jobs, 2);
+    EXPECT_FALSE(parse_convert_args({"src", "dst", "--stages"}, &o, &err));
+    EXPECT_FALSE(parse_convert_args({"src", "dst", "--stages", "x"}, &o, &err));
+    EXPECT_FALSE(parse_convert_args({"src"}, &o, &err));
+    EXPECT_FALSE(parse_convert_args({"src", "dst", "--bogus"}, &o, &err));
+    VerifyOptions v;
+    ASSERT_TRUE(parse_verify_args({"c.waste", "--source", "src", "--per-expert"}, &v, &err)) << err;
+    EXPECT_EQ(v.container_dir, "c.waste");
+    EXPECT_EQ(v.source_dir, "src");
+    EXPECT_TRUE(v.per_expert);
+}
+
+// The encoder's rule, written plainly: per stage the entry with the least
+// f32 squared distance summed over d = 0..7 in order, first minimum wins.
+TEST(ConvertVq, EncoderMatchesScalarRuleIncludingTies) {
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    const int S = 3, E = 64;
+    std::vector<std::vector<float>> books(S, std::vector<float>(E * 8));
+    for (auto& b : books) {
+        for (float& v : b) v = u(rng) * 0.5f;
+        for (int j = 48; j < 64; ++j)  // exact duplicates of earlier entries: ties
+            for (int d = 0; d < 8; ++d) b[j * 8 + d] = b[(j - 40) * 8 + d];
+    }
+    const int64_t n = 20000;
+    std::vector<float> x(n * 8);
+    for (int64_t i = 0; i < n; ++i)
+        for (int d = 0; d < 8; ++d)  // some vectors sit exactly on an entry
+            x[i * 8 + d] = (i % 7 == 0) ? books[0][(i % E) * 8 + d] : u(rng);
+    std::vector<uint8_t> idx(n * S);
+    encode_rvq(x.data(), n, books, E, idx.data());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        float r[8];
+        for (int d = 0; d < 8; ++d) r[d] = x[i * 8 + d];
+        for (int s = 0; s < S; ++s) {
+            int best = 0;
+            float bd = 0;
+            for (int j = 0; j < E; ++j) {
+                float acc = 0;
+                for (int d = 0; d < 8; ++d) {
+                    const float t = r[d] - books[s][j * 8 + d];
+                    acc += t * t;
+                }
+                if (j == 0 || acc < bd) { bd = acc; best = j; }
+            }
+            bad += idx[i * S + s] != best;
+            for (int d = 0; d < 8; ++d) r[d] -= books[s][best * 8 + d];
+        }
+    }
+    std::printf("encoder vs scalar rule: %lld indices compared, %lld differ\n", static_cast<long long>(n * S),
+                static_cast<long long>(bad));
+    EXPECT_EQ(bad, 0);
 }

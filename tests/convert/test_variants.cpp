@@ -132,6 +132,13 @@ TEST_F(ConvertVariants, K3WrappedConfigAndPrefix) {
         EXPECT_EQ(m["trunk"][i], e);
     }
     EXPECT_EQ(m["trunk"].back()["name"], "vision_tower.patch_embed.weight");
+    const ojson v = ojson::parse(ctest::slurp(out + "/vision.json"));
+    std::printf("K3 layout: vision.json = %s\n", v.dump().c_str());
+    EXPECT_EQ(v["vt_hidden_size"], 16);
+    EXPECT_EQ(v["media_placeholder_token_id"], 7);
+    EXPECT_EQ(v["max_patches"], 1024);
+    EXPECT_EQ(v["vt_rms_eps"].get<double>(), 1.1920928955078125e-07);
+    EXPECT_EQ(v["image_mean"], ojson({0.5, 0.5, 0.5}));
     const std::string mine = ctest::slurp(out + "/trunk.bin"), theirs = ctest::slurp(ctest::warp_dir("default") + "/trunk.bin");
     std::printf("K3 layout: trunk.bin %zu bytes, first %zu equal to warp's plain conversion: %s\n", mine.size(),
                 theirs.size(), mine.compare(0, theirs.size(), theirs) == 0 ? "yes" : "NO");
