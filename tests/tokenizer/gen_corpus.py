@@ -202,16 +202,18 @@ class Gen:
         return "".join(r.choice(SPECIALS + [" ", "hi", "\n", "<|", "|>"]) for _ in range(r.randint(1, 8)))
 
     def long_text(self):
+        # Long pieces take sluice's heap merge (> 128 bytes). Sizes stay
+        # moderate because js-tiktoken's merge is quadratic in piece length.
         r = self.r
         kind = r.choice(["prose", "spaces", "digits", "nospace", "marks"])
         if kind == "prose":
             return "\n".join(self.english() for _ in range(60))
         if kind == "spaces":
-            return "x" + " " * r.randint(500, 5000) + "y" + "\n" * r.randint(10, 300) + " " * 50
+            return "x" + " " * r.randint(200, 1200) + "y" + "\n" * r.randint(10, 300) + " " * 50
         if kind == "digits":
             return "".join(str(r.randint(0, 9)) for _ in range(r.randint(1000, 4000)))
         if kind == "marks":
-            return "a" + "\u0301" * r.randint(200, 2000) + "b"
+            return "a" + "\u0301" * r.randint(100, 500) + "b"
         return "".join(r.choice("abcdefghij!@#$%^&*()_+-=") for _ in range(r.randint(2000, 6000)))
 
     def invalid(self):
