@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "runtime/memory_plan.h"
 #include "sluice/sluice.h"
 
 namespace {
@@ -19,6 +20,10 @@ struct Common {
     bool verify = false;
     int chunk = 0;
     int ctx_len = 0;
+    std::string budget = "0";
+    bool no_cache = false, no_readahead = false, no_lookahead = false, no_direct = false, no_hotlist = false;
+    int io_threads = 0;
+    std::string hotlist, learn;
 };
 
 void add_common(CLI::App *app, Common *c) {
@@ -28,7 +33,19 @@ void add_common(CLI::App *app, Common *c) {
     app->add_flag("--verify", c->verify, "check the CRC32 of every expert record read");
     app->add_option("--chunk", c->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
     app->add_option("--ctx", c->ctx_len, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
+    app->add_option("--budget", c->budget, "hard RAM budget, e.g. 2G (default 0: choose; see `sluice plan`)");
+    app->add_flag("--no-cache", c->no_cache, "no expert cache beyond the records in use");
+    app->add_option("--io-threads", c->io_threads, "background expert readers (default 2; -1 = synchronous)")
+        ->check(CLI::Range(-1, 64));
+    app->add_flag("--no-readahead", c->no_readahead, "read a layer's experts only when they are needed");
+    app->add_flag("--no-lookahead", c->no_lookahead, "no next-layer router guesses");
+    app->add_flag("--no-direct", c->no_direct, "buffered reads instead of O_DIRECT");
+    app->add_flag("--no-hotlist", c->no_hotlist, "do not pre-warm the cache from usage.waste");
+    app->add_option("--hotlist", c->hotlist, "usage file to pre-warm the cache from");
+    app->add_option("--learn", c->learn, "write per-expert usage (the hotlist) to this file at exit");
 }
+
+bool budget_bytes(const Common &c, uint64_t *out);
 
 sluice_config to_config(const Common &c) {
     sluice_config cfg;
@@ -41,12 +58,53 @@ sluice_config to_config(const Common &c) {
     cfg.verify_records = c.verify ? 1 : 0;
     cfg.prefill_chunk = c.chunk;
     cfg.max_context = c.ctx_len;
+    budget_bytes(c, &cfg.budget_bytes);
+    cfg.no_cache = c.no_cache;
+    cfg.io_threads = c.io_threads;
+    cfg.no_readahead = c.no_readahead;
+    cfg.no_lookahead = c.no_lookahead;
+    cfg.no_direct_io = c.no_direct;
+    cfg.no_hotlist = c.no_hotlist;
+    cfg.hotlist = c.hotlist.empty() ? nullptr : c.hotlist.c_str();
     return cfg;
+}
+
+bool budget_bytes(const Common &c, uint64_t *out) { return sluice::parse_size(c.budget, out); }
+
+// Writes the hotlist if --learn was given; reports failure, keeps going.
+void maybe_learn(sluice_ctx *ctx, const Common &c) {
+    if (c.learn.empty()) return;
+    if (sluice_save_usage(ctx, c.learn.c_str()) != SLUICE_OK)
+        std::fprintf(stderr, "sluice: --learn: %s\n", sluice_last_error(ctx));
+}
+
+void print_stats(sluice_ctx *ctx) {
+    sluice_stats s;
+    if (sluice_stats_get(ctx, &s) != SLUICE_OK) return;
+    const uint64_t acc = s.expert_cache_hits + s.expert_cache_misses;
+    std::fprintf(stderr,
+                 "stats: %llu tokens in %.3f s; experts: %llu hits, %llu misses (hit rate %.1f%%); read %.2f MiB "
+                 "(%.2f GB/s while reading, %s); io wait %.3f s, compute %.3f s; prefetched %llu, used %llu; cache "
+                 "%.1f of %.1f MiB\n",
+                 (unsigned long long)s.tokens_evaluated, s.seconds_eval, (unsigned long long)s.expert_cache_hits,
+                 (unsigned long long)s.expert_cache_misses, acc ? 100.0 * s.expert_cache_hits / acc : 0.0,
+                 s.expert_bytes_read / 1048576.0, s.seconds_read > 0 ? s.expert_bytes_read / s.seconds_read / 1e9 : 0.0,
+                 s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.seconds_io_wait,
+                 s.seconds_eval - s.seconds_io_wait, (unsigned long long)s.experts_prefetched,
+                 (unsigned long long)s.experts_prefetch_used, s.cache_bytes_used / 1048576.0, s.cache_bytes / 1048576.0);
 }
 
 // Opens or reports; exit code 1 for a model that cannot be opened.
 sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
     sluice_ctx *ctx = nullptr;
+    if (cfg.budget_bytes == 0) {
+        // Say what the automatic budget picked (issue 5: on stderr).
+        sluice_memory_plan p;
+        char err[512];
+        if (sluice_plan_model(path.c_str(), 0, cfg.max_context, cfg.cgroup_root, &p, err, sizeof err) == SLUICE_OK)
+            std::fprintf(stderr, "sluice: budget %.2f GiB = %s; expert cache %.2f GiB\n", p.budget / 1073741824.0,
+                         p.choice, p.cache / 1073741824.0);
+    }
     sluice_status st = sluice_open(path.c_str(), &cfg, &ctx);
     if (st != SLUICE_OK) {
         std::fprintf(stderr, "sluice: cannot open %s: %s: %s\n", path.c_str(), sluice_status_name(st),
@@ -189,7 +247,7 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     return rc;
 }
 
-int cmd_generate(const std::string &model, const Common &c, const std::string &ids_s, int n_new) {
+int cmd_generate(const std::string &model, const Common &c, const std::string &ids_s, int n_new, bool stats) {
     std::vector<int32_t> ids;
     std::string err;
     if (!parse_ids(ids_s, &ids, &err)) {
@@ -220,11 +278,40 @@ int cmd_generate(const std::string &model, const Common &c, const std::string &i
     double pf = std::chrono::duration<double>(t1 - t0).count(), dec = std::chrono::duration<double>(t2 - t1).count();
     std::fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
                  ids.size(), pf, ids.size() / std::max(pf, 1e-9), produced, dec, produced / std::max(dec, 1e-9));
+    if (stats) print_stats(ctx);
+    maybe_learn(ctx, c);
     sluice_close(ctx);
     return 0;
 }
 
 }  // namespace
+
+int cmd_plan(const std::string &model, const Common &c) {
+    uint64_t budget = 0;
+    budget_bytes(c, &budget);
+    sluice_memory_plan p;
+    char err[512] = {0};
+    sluice_status st = sluice_plan_model(model.c_str(), budget, c.ctx_len, nullptr, &p, err, sizeof err);
+    if (st != SLUICE_OK) {
+        std::fprintf(stderr, "sluice plan: %s\n", err);
+        return 1;
+    }
+    auto gib = [](uint64_t b) { return b / 1073741824.0; };
+    std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
+    std::printf("  trunk (resident)          %10.3f GiB\n", gib(p.trunk));
+    std::printf("  KDA state                 %10.3f GiB\n", gib(p.kda_state));
+    std::printf("  MLA KV cache              %10.3f GiB\n", gib(p.mla_kv));
+    std::printf("  scratch                   %10.3f GiB\n", gib(p.scratch));
+    std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),
+                p.record_bytes / 1048576.0);
+    std::printf("  floor                     %10.3f GiB\n", gib(p.floor));
+    std::printf("  token working set         %10.3f GiB  (MoE layers x top-k records)\n", gib(p.working_set));
+    std::printf("  RAM this process may use  %10.3f GiB  (%s)\n", gib(p.ram_limit), p.ram_source);
+    std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
+    std::printf("  expert cache              %10.3f GiB  (%.0f records)\n", gib(p.cache),
+                p.record_bytes ? (double)p.cache / p.record_bytes : 0.0);
+    return 0;
+}
 
 int main(int argc, char **argv) {
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
@@ -233,7 +320,7 @@ int main(int argc, char **argv) {
 
     Common common;
     std::string model, ids, out, trace;
-    bool json = false, fingerprint = false, chunked = false;
+    bool json = false, fingerprint = false, chunked = false, stats = false;
     int n = 16;
 
     auto *info = app.add_subcommand("info", "describe a container");
@@ -254,7 +341,12 @@ int main(int argc, char **argv) {
     gen->add_option("model", model, "container directory")->required();
     gen->add_option("--ids", ids, "comma-separated prompt token ids")->required();
     gen->add_option("-n", n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+    gen->add_flag("--stats", stats, "print expert cache and I/O statistics");
     add_common(gen, &common);
+
+    auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
+    plan->add_option("model", model, "container directory")->required();
+    add_common(plan, &common);
 
     try {
         app.parse(argc, argv);
@@ -264,6 +356,12 @@ int main(int argc, char **argv) {
     }
     if (*info) return cmd_info(model, common, json, fingerprint);
     if (*lg) return cmd_logits(model, common, ids, out, chunked, trace);
-    if (*gen) return cmd_generate(model, common, ids, n);
+    uint64_t b;
+    if (!budget_bytes(common, &b)) {
+        std::fprintf(stderr, "sluice: --budget '%s' is not a size (examples: 2G, 1.5GiB, 512M)\n", common.budget.c_str());
+        return 2;
+    }
+    if (*gen) return cmd_generate(model, common, ids, n, stats);
+    if (*plan) return cmd_plan(model, common);
     return 2;
 }

@@ -45,6 +45,16 @@ typedef struct sluice_config {
     int32_t verify_records; /* non-zero: check the CRC32 of every expert record read */
     int32_t prefill_chunk;  /* tokens per prefill chunk; 1 = token at a time; 0 = default (64) */
     int32_t max_context;    /* positions a session may hold; 0 = default (4096) */
+    /* Expert streaming. None of these changes results, only timing. */
+    uint64_t budget_bytes;  /* hard RAM budget; 0 = choose (see sluice_plan_model) */
+    int32_t no_cache;       /* non-zero: no expert cache beyond the records in use */
+    int32_t io_threads;     /* background readers; 0 = default (2); -1 = synchronous reads */
+    int32_t no_readahead;   /* non-zero: read a layer's experts only when needed */
+    int32_t no_lookahead;   /* non-zero: no next-layer router guesses */
+    int32_t no_direct_io;   /* non-zero: buffered reads instead of O_DIRECT */
+    int32_t no_hotlist;     /* non-zero: do not pre-warm the cache from a usage file */
+    const char *hotlist;    /* usage file to pre-warm from; NULL = MODEL/usage.waste if present */
+    const char *cgroup_root; /* NULL = /sys/fs/cgroup (tests point it at a fake tree) */
 } sluice_config;
 
 typedef struct sluice_ctx sluice_ctx;
@@ -213,9 +223,41 @@ typedef struct sluice_stats {
     uint64_t expert_bytes_read;
     uint64_t expert_cache_hits;
     uint64_t expert_cache_misses;
-    double seconds_eval;
+    double seconds_eval;        /* wall time inside sluice_eval */
+    double seconds_io_wait;     /* part of it spent waiting for expert reads */
+    double seconds_read;        /* time inside reads, summed over I/O threads */
+    uint64_t experts_prefetched; /* read-ahead and lookahead requests issued */
+    uint64_t experts_prefetch_used;
+    uint64_t cache_bytes;       /* cache capacity */
+    uint64_t cache_bytes_used;
+    int32_t direct_io;          /* 1 if reads use O_DIRECT, 0 if the filesystem refused it */
 } sluice_stats;
 sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
+
+/* Writes per-expert use counts (the learned hotlist, usage.waste format) to
+ * path; the next open with this file as its hotlist pre-warms the cache. */
+sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path);
+
+/* ------------------------------------------------------------------------
+ * Memory plan
+ * ------------------------------------------------------------------------ */
+typedef struct sluice_memory_plan {
+    uint64_t trunk, kda_state, mla_kv, scratch, min_cache, floor;
+    uint64_t record_bytes, working_set; /* one expert record; one token's records */
+    uint64_t ram_limit;                 /* RAM this process may use */
+    uint64_t budget, cache;             /* chosen or given budget; expert cache it leaves */
+    int32_t context;
+    char ram_source[160];
+    char choice[200];
+} sluice_memory_plan;
+
+/* Plans memory for a container from its manifest alone (nothing large is
+ * read). budget 0 = choose. An under-floor budget returns SLUICE_E_NOMEM
+ * with the floor named in err. */
+sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t context, const char *cgroup_root,
+                                sluice_memory_plan *out, char *err, size_t err_cap);
+/* The plan an open context runs under. */
+sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out);
 
 #ifdef __cplusplus
 }

@@ -97,6 +97,17 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     if (cfg.max_context < 0 || cfg.max_context > (1 << 24))
         return fail(ctx, SLUICE_E_ARG, "sluice_open: max_context must be in [0, 2^24]");
     opt.max_context = cfg.max_context > 0 ? cfg.max_context : 4096;
+    opt.budget = cfg.budget_bytes;
+    opt.use_cache = cfg.no_cache == 0;
+    if (cfg.io_threads < -1 || cfg.io_threads > 64)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: io_threads must be in [-1, 64]");
+    opt.io_threads = cfg.io_threads == 0 ? 2 : (cfg.io_threads < 0 ? 0 : cfg.io_threads);
+    opt.readahead = cfg.no_readahead == 0;
+    opt.lookahead = cfg.no_lookahead == 0;
+    opt.direct_io = cfg.no_direct_io == 0;
+    opt.preload_hotlist = cfg.no_hotlist == 0;
+    if (cfg.hotlist) opt.hotlist = cfg.hotlist;
+    if (cfg.cgroup_root) opt.cgroup_root = cfg.cgroup_root;
     sluice::Status st;
     try {
         st = ctx->engine.open(path, opt);
@@ -242,6 +253,73 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->expert_cache_hits = es.cache_hits;
     out->expert_cache_misses = es.cache_misses;
     out->seconds_eval = ctx->engine.seconds_eval();
+    const sluice::StoreStats ss = ctx->engine.store_stats();
+    out->seconds_io_wait = ss.io_wait_seconds;
+    out->seconds_read = ss.read_seconds;
+    out->experts_prefetched = ss.prefetched;
+    out->experts_prefetch_used = ss.prefetch_used;
+    out->cache_bytes = ctx->engine.memory_plan().cache;
+    out->cache_bytes_used = ss.cache_bytes_used;
+    out->direct_io = ss.direct_io ? 1 : 0;
+    return SLUICE_OK;
+}
+
+sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_save_usage: path is empty");
+    sluice::Status st = ctx->engine.save_usage(path);
+    return st ? SLUICE_OK : fail(ctx, st);
+}
+
+static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memory_plan *out) {
+    std::memset(out, 0, sizeof(*out));
+    out->trunk = p.trunk;
+    out->kda_state = p.kda_state;
+    out->mla_kv = p.mla_kv;
+    out->scratch = p.scratch;
+    out->min_cache = p.min_cache;
+    out->floor = p.floor;
+    out->record_bytes = p.record;
+    out->working_set = p.working_set;
+    out->ram_limit = p.ram_limit;
+    out->budget = p.budget;
+    out->cache = p.cache;
+    out->context = context;
+    copy_str(out->ram_source, sizeof(out->ram_source), p.ram_source);
+    copy_str(out->choice, sizeof(out->choice), p.choice);
+}
+
+sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t context, const char *cgroup_root,
+                                sluice_memory_plan *out, char *err, size_t err_cap) {
+    auto set_err = [&](const std::string &m) {
+        if (err && err_cap) copy_str(err, err_cap, m);
+    };
+    if (!path || !out) {
+        set_err("sluice_plan_model: path and out are required");
+        return SLUICE_E_ARG;
+    }
+    if (context <= 0) context = 4096;
+    std::string text;
+    const std::string mpath = std::string(path) + "/manifest.json";
+    sluice::Status st = sluice::read_whole_file(mpath, (size_t)256 << 20, &text);
+    sluice::Manifest m;
+    if (st) st = sluice::parse_manifest(text, mpath, &m);
+    sluice::MemoryPlan p;
+    if (st)
+        st = sluice::plan_memory(m, budget, context, 64, cgroup_root ? cgroup_root : "/sys/fs/cgroup",
+                                 "/proc/self/cgroup", &p);
+    if (!st) {
+        set_err(st.message());
+        return st.code();
+    }
+    fill_plan(p, context, out);
+    return SLUICE_OK;
+}
+
+sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!out) return fail(ctx, SLUICE_E_ARG, "sluice_memory_plan_get: out is NULL");
+    fill_plan(ctx->engine.memory_plan(), ctx->engine.max_context(), out);
     return SLUICE_OK;
 }
 

@@ -1,5 +1,7 @@
 #include "model/engine.h"
 
+#include "runtime/hotlist.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -20,13 +22,40 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
         const ExpertQuant &eq = c_.manifest().eq;
         SLUICE_TRY(geom_.init(cfg.moe_inter, cfg.expert_in(), eq.stages, eq.entries, eq.index_bits, stride));
     }
+    // The plan refuses an under-floor budget before anything large is loaded.
+    SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, opt_.cgroup_root,
+                           opt_.proc_cgroup, &plan_));
     SLUICE_TRY(load_weights(c_, &w_));
     pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
     ops_.pool = pool_.get();
-    experts_ = std::make_unique<SyncExpertSource>(c_, geom_, opt_.verify_records);
+    StoreOptions so;
+    so.cache_bytes = opt_.use_cache ? plan_.cache : 0;
+    so.io_threads = opt_.io_threads;
+    so.direct = opt_.direct_io;
+    so.verify_crc = opt_.verify_records;
+    experts_ = std::make_unique<ExpertStore>(c_, geom_, so);
+    SLUICE_TRY(experts_->init());
+    if (opt_.use_cache && opt_.preload_hotlist && cfg.n_experts > 0) {
+        std::string path = opt_.hotlist.empty() ? c_.dir() + "/usage.waste" : opt_.hotlist;
+        std::vector<HotEntry> hot;
+        Status hs = load_hotlist(path, &hot);
+        if (hs) {
+            std::vector<std::pair<int, int>> order;
+            for (const HotEntry &h : hot) order.push_back({h.layer, h.expert});
+            SLUICE_TRY(experts_->preload(order));
+        } else if (!opt_.hotlist.empty()) {
+            return hs;  // a named hotlist must load; the default one is optional
+        }
+    }
     init_rope();
     reset();
     return Status::ok();
+}
+
+Status Engine::save_usage(const std::string &path) const {
+    std::vector<HotEntry> v;
+    for (const auto &[le, n] : experts_->usage()) v.push_back({le.first, le.second, n, 0});
+    return save_hotlist(path, tokens_evaluated_, v);
 }
 
 void Engine::init_rope() {

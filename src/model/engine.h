@@ -9,7 +9,8 @@
 #include "format/container.h"
 #include "model/ops.h"
 #include "model/weights.h"
-#include "runtime/expert_source.h"
+#include "runtime/expert_store.h"
+#include "runtime/memory_plan.h"
 
 namespace sluice {
 
@@ -30,6 +31,16 @@ struct EngineOptions {
     bool verify_records = false;
     int prefill_chunk = 64;
     int max_context = 4096;
+    // Expert streaming (issue 5). Placement options change timing only.
+    uint64_t budget = 0;         // RAM budget in bytes; 0 = choose (see memory_plan.h)
+    bool use_cache = true;       // expert cache of budget - floor (+ the minimum)
+    int io_threads = 2;          // background readers; 0 = synchronous reads only
+    bool readahead = true;       // request a layer's routed experts as soon as the router decides
+    bool lookahead = true;       // guess the next layer's experts from the current hidden state
+    bool direct_io = true;       // O_DIRECT with a buffered fallback
+    std::string hotlist;         // usage file to pre-warm the cache from ("" = usage.waste if present)
+    bool preload_hotlist = true;
+    std::string cgroup_root = "/sys/fs/cgroup", proc_cgroup = "/proc/self/cgroup";
     bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
     Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
 };
@@ -55,7 +66,12 @@ public:
     const Kernels &kernels() const { return *ops_.k; }
     int n_threads() const { return pool_->size(); }
     int n_past() const { return pos_; }
+    int max_context() const { return opt_.max_context; }
     ExpertStats expert_stats() const { return experts_->stats(); }
+    StoreStats store_stats() const { return experts_->store_stats(); }
+    const MemoryPlan &memory_plan() const { return plan_; }
+    // Writes the learned hotlist (per-expert use counts) to path.
+    Status save_usage(const std::string &path) const;
     // Entries within 1e-4 code units of a rounding boundary, closest first.
     std::vector<Vq4pEntry> vq4p_near_ties() const;
 
@@ -78,6 +94,7 @@ private:
     Status ffn_block(int L, const float *Hn, int64_t n, float *out);
     void dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out);
     Status moe_ffn(int L, const float *Hn, int64_t n, float *out);
+    void route(const MoeWeights &mw, const float *logits, int64_t n, int *sel, float *wt) const;
     void act(float *a, const float *b, int64_t n) const;  // a <- act(a, b)
     void attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const;
     void init_rope();
@@ -88,7 +105,8 @@ private:
     EngineOptions opt_;
     std::unique_ptr<ThreadPool> pool_;
     Ops ops_;
-    std::unique_ptr<ExpertSource> experts_;
+    std::unique_ptr<ExpertStore> experts_;
+    MemoryPlan plan_;
     ExpertGeom geom_;
     std::vector<float> rope_freq_;
     float mla_scale_ = 1.0f;

@@ -74,6 +74,37 @@ Status Engine::ffn_block(int L, const float *Hn, int64_t n, float *out) {
     return moe_ffn(L, Hn, n, out);
 }
 
+// Sigmoid scores, bias for selection only, strict > so equal keys go to the
+// lower index; renormalise (presence flag) before the routed scale (§7.1).
+void Engine::route(const MoeWeights &mw, const float *logits, int64_t n, int *sel, float *wt) const {
+    const ModelConfig &cfg = c_.config();
+    const int64_t E = cfg.n_experts, k = cfg.top_k;
+    std::vector<float> s((size_t)E), key((size_t)E);
+    std::vector<char> taken((size_t)E);
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t e = 0; e < E; e++) {
+            s[(size_t)e] = sigmoidf(logits[t * E + e]);
+            key[(size_t)e] = mw.bias.empty() ? s[(size_t)e] : s[(size_t)e] + mw.bias[(size_t)e];
+        }
+        std::fill(taken.begin(), taken.end(), 0);
+        float sum = 0.0f;
+        for (int64_t j = 0; j < k; j++) {
+            int64_t best = -1;
+            for (int64_t e = 0; e < E; e++)
+                if (!taken[(size_t)e] && (best < 0 || key[(size_t)e] > key[(size_t)best])) best = e;
+            taken[(size_t)best] = 1;
+            sel[t * k + j] = (int)best;
+            wt[t * k + j] = s[(size_t)best];
+            sum += s[(size_t)best];
+        }
+        for (int64_t j = 0; j < k; j++) {
+            float &w = wt[t * k + j];
+            if (cfg.renormalize && k > 1) w = w / (sum + 1e-20f);
+            w = w * cfg.routed_scaling;
+        }
+    }
+}
+
 Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     const ModelConfig &cfg = c_.config();
     const MoeWeights &mw = w_.layers[(size_t)L].moe_w;
@@ -83,35 +114,40 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     const bool p6 = g.index_bits == 6;
     const int Es = c_.book_entries();  // table stride per (v, s)
 
-    // Router (§7.1): sigmoid scores, bias for selection only, strict > so
-    // equal keys go to the lower index.
+    // Router (§7.1).
     std::vector<float> logits((size_t)(n * E));
     ops_.matmul(mw.router, Hn, n, logits.data());
     std::vector<int> sel((size_t)(n * k));
     std::vector<float> wt((size_t)(n * k));
-    for (int64_t t = 0; t < n; t++) {
-        std::vector<float> s((size_t)E), key((size_t)E);
-        for (int64_t e = 0; e < E; e++) {
-            s[(size_t)e] = sigmoidf(logits[(size_t)(t * E + e)]);
-            key[(size_t)e] = mw.bias.empty() ? s[(size_t)e] : s[(size_t)e] + mw.bias[(size_t)e];
-        }
-        std::vector<bool> taken((size_t)E, false);
-        float sum = 0.0f;
-        for (int64_t j = 0; j < k; j++) {
-            int64_t best = -1;
-            for (int64_t e = 0; e < E; e++)
-                if (!taken[(size_t)e] && (best < 0 || key[(size_t)e] > key[(size_t)best])) best = e;
-            taken[(size_t)best] = true;
-            sel[(size_t)(t * k + j)] = (int)best;
-            wt[(size_t)(t * k + j)] = s[(size_t)best];
-            sum += s[(size_t)best];
-        }
-        for (int64_t j = 0; j < k; j++) {
-            float &w = wt[(size_t)(t * k + j)];
-            if (cfg.renormalize && k > 1) w = w / (sum + 1e-20f);
-            w = w * cfg.routed_scaling;
-        }
+    route(mw, logits.data(), n, sel.data(), wt.data());
+
+    // Read-ahead: request every routed record now, so the reads overlap the
+    // shared expert and the table builds below.
+    std::vector<int> distinct(sel.begin(), sel.end());
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (opt_.readahead) experts_->prefetch(L, distinct, false);
+    // Router lookahead: the next MoE layer's router on this hidden state.
+    // A wrong guess costs bandwidth; the real router still decides.
+    if (opt_.lookahead && L + 1 < cfg.n_layers && w_.layers[(size_t)L + 1].moe) {
+        const MoeWeights &nw = w_.layers[(size_t)L + 1].moe_w;
+        std::vector<float> nl((size_t)(n * E));
+        ops_.matmul(nw.router, Hn, n, nl.data());
+        std::vector<int> nsel((size_t)(n * k));
+        std::vector<float> nwt((size_t)(n * k));
+        route(nw, nl.data(), n, nsel.data(), nwt.data());
+        std::sort(nsel.begin(), nsel.end());
+        nsel.erase(std::unique(nsel.begin(), nsel.end()), nsel.end());
+        experts_->prefetch(L + 1, nsel, true);
     }
+
+    // Shared experts on the full hidden state (§7.2), while reads run.
+    const int64_t W = mw.sh_gate.rows;
+    std::vector<float> A((size_t)(n * W)), Bv((size_t)(n * W));
+    ops_.matmul(mw.sh_gate, Hn, n, A.data());
+    ops_.matmul(mw.sh_up, Hn, n, Bv.data());
+    act(A.data(), Bv.data(), n * W);
+    ops_.matmul(mw.sh_down, A.data(), n, out);
 
     // Routed experts' input: the latent projection for K3, else h.
     std::vector<float> Xl;
@@ -223,13 +259,6 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
         routed = Yd.data();
     }
 
-    // Shared experts on the full hidden state (§7.2).
-    const int64_t W = mw.sh_gate.rows;
-    std::vector<float> A((size_t)(n * W)), Bv((size_t)(n * W));
-    ops_.matmul(mw.sh_gate, Hn, n, A.data());
-    ops_.matmul(mw.sh_up, Hn, n, Bv.data());
-    act(A.data(), Bv.data(), n * W);
-    ops_.matmul(mw.sh_down, A.data(), n, out);
     for (int64_t i = 0; i < n * d; i++) out[i] = routed[i] + out[i];
     return Status::ok();
 }
