@@ -157,6 +157,8 @@ Status ExpertStore::fetch(int layer, int expert, ExpertRef *out) {
             if (!wait->st) return wait->st;
             st_.prefetch_used++;
             *out = wait->ref;
+            // The reader may already have moved it into the cache.
+            if (auto c = cache_.find(k); c != cache_.end()) c->second.prefetched = false;
             insert_locked(k, wait->ref, false);
             return Status::ok();
         }

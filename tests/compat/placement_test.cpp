@@ -1,0 +1,180 @@
+// Placement changes timing, never results: expert cache on/off, read-ahead
+// on/off, router lookahead on/off, synchronous reads, buffered vs direct
+// I/O and a pre-warmed hotlist all give bit-identical logits. Also: the
+// memory plan's budget rules and the cgroup limit read through a fake tree.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "fixtures_util.h"
+#include "sluice/sluice.h"
+
+using namespace sluice_test;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Placement {
+    const char *what;
+    int no_cache, io_threads, no_readahead, no_lookahead, no_direct, chunk;
+    const char *hotlist;
+};
+
+std::vector<float> run_all(const std::string &model, const std::vector<int32_t> &ids, const Placement &p,
+                           sluice_stats *stats = nullptr, const char *learn = nullptr) {
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.no_cache = p.no_cache;
+    cfg.io_threads = p.io_threads;
+    cfg.no_readahead = p.no_readahead;
+    cfg.no_lookahead = p.no_lookahead;
+    cfg.no_direct_io = p.no_direct;
+    cfg.prefill_chunk = p.chunk;
+    cfg.hotlist = p.hotlist;
+    cfg.no_hotlist = p.hotlist ? 0 : 1;
+    sluice_ctx *ctx = nullptr;
+    sluice_status st = sluice_open(model.c_str(), &cfg, &ctx);
+    EXPECT_EQ(st, SLUICE_OK) << sluice_last_error(ctx);
+    std::vector<float> all;
+    if (st == SLUICE_OK) {
+        const int V = sluice_n_vocab(ctx);
+        all.resize((size_t)V * (ids.size() + 8));
+        EXPECT_EQ(sluice_eval_all(ctx, ids.data(), ids.size(), all.data()), SLUICE_OK) << sluice_last_error(ctx);
+        // Greedy decode 8 more steps so single-token paths are covered too.
+        for (int i = 0; i < 8; i++) {
+            const float *last = all.data() + (ids.size() + i - 1) * V;
+            int32_t t = (int32_t)(std::max_element(last, last + V) - last);
+            EXPECT_EQ(sluice_eval(ctx, &t, 1, all.data() + (ids.size() + i) * V), SLUICE_OK);
+        }
+        if (stats) sluice_stats_get(ctx, stats);
+        if (learn) EXPECT_EQ(sluice_save_usage(ctx, learn), SLUICE_OK) << sluice_last_error(ctx);
+    }
+    sluice_close(ctx);
+    return all;
+}
+
+class Placements : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Placements, BitIdentical) {
+    const std::string name = GetParam();
+    const std::string model = container_path(name);
+    std::vector<int32_t> ids;
+    for (auto &c : fixture_cases(name))
+        if (c.ids.size() > ids.size()) ids = c.ids;
+    const std::string hot = (fs::temp_directory_path() / ("sluice-hot-" + std::to_string(::getpid()) + ".waste")).string();
+    const Placement base = {"no cache, sync reads, token at a time", 1, -1, 1, 1, 1, 1, nullptr};
+    sluice_stats s0;
+    const auto ref = run_all(model, ids, base, &s0, hot.c_str());
+    const Placement variants[] = {
+        {"cache on (default budget)", 0, 0, 0, 0, 0, 1, nullptr},
+        {"cache on, no read-ahead", 0, 0, 1, 0, 0, 1, nullptr},
+        {"cache on, no lookahead", 0, 0, 0, 1, 0, 1, nullptr},
+        {"no cache, read-ahead + lookahead", 1, 2, 0, 0, 0, 1, nullptr},
+        {"4 I/O threads, chunk 64", 0, 4, 0, 0, 0, 64, nullptr},
+        {"direct I/O requested", 0, 2, 0, 0, 0, 1, nullptr},
+        {"hotlist preloaded", 0, 2, 0, 0, 0, 1, hot.c_str()},
+    };
+    for (const Placement &p : variants) {
+        sluice_stats s;
+        const auto got = run_all(model, ids, p, &s);
+        const bool same = got.size() == ref.size() && std::memcmp(got.data(), ref.data(), ref.size() * 4) == 0;
+        const uint64_t acc = s.expert_cache_hits + s.expert_cache_misses;
+        std::printf("%-22s %-34s %s  reads %4llu  hits %4llu/%-4llu  prefetched %4llu used %4llu  %s\n", name.c_str(),
+                    p.what, same ? "bit-identical" : "DIFFERENT", (unsigned long long)s.expert_reads,
+                    (unsigned long long)s.expert_cache_hits, (unsigned long long)acc,
+                    (unsigned long long)s.experts_prefetched, (unsigned long long)s.experts_prefetch_used,
+                    s.direct_io ? "O_DIRECT" : "buffered");
+        EXPECT_TRUE(same) << name << ": " << p.what;
+    }
+    fs::remove(hot);
+}
+
+INSTANTIATE_TEST_SUITE_P(Warp, Placements, ::testing::ValuesIn(fixture_names()),
+                         [](const ::testing::TestParamInfo<std::string> &i) {
+                             std::string s = i.param;
+                             for (char &c : s)
+                                 if (!isalnum((unsigned char)c)) c = '_';
+                             return s;
+                         });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Placements);
+
+TEST(Prefill, ChunkedReadsEachDistinctExpertOncePerChunk) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    for (const std::string name : {"kimi-linear-tiny", "k3-tiny", "deepseek-yarn-tiny"}) {
+        std::vector<int32_t> ids(64);
+        for (int i = 0; i < 64; i++) ids[(size_t)i] = (i * 37 + 11) % 200;
+        uint64_t reads[2];
+        for (int chunk : {1, 64}) {
+            sluice_config cfg;
+            sluice_config_default(&cfg);
+            cfg.no_cache = 1;
+            cfg.io_threads = -1;
+            cfg.no_hotlist = 1;
+            cfg.prefill_chunk = chunk;
+            sluice_ctx *ctx = nullptr;
+            ASSERT_EQ(sluice_open(container_path(name).c_str(), &cfg, &ctx), SLUICE_OK);
+            ASSERT_EQ(sluice_eval(ctx, ids.data(), ids.size(), nullptr), SLUICE_OK);
+            sluice_stats s;
+            sluice_stats_get(ctx, &s);
+            reads[chunk == 64] = s.expert_reads;
+            sluice_close(ctx);
+        }
+        std::printf("%-20s 64-token prompt, no cache: %llu record reads token at a time, %llu chunked (%.1fx fewer)\n",
+                    name.c_str(), (unsigned long long)reads[0], (unsigned long long)reads[1],
+                    (double)reads[0] / (double)reads[1]);
+        EXPECT_LT(reads[1], reads[0]);
+    }
+}
+
+TEST(MemoryPlan, UnderFloorBudgetIsRefusedNamingTheFloor) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.budget_bytes = 1 << 20;
+    sluice_ctx *ctx = nullptr;
+    EXPECT_EQ(sluice_open(container_path("kimi-linear-tiny").c_str(), &cfg, &ctx), SLUICE_E_NOMEM);
+    std::string msg = sluice_last_error(ctx);
+    std::printf("%s\n", msg.c_str());
+    EXPECT_NE(msg.find("memory floor"), std::string::npos);
+    EXPECT_NE(msg.find("sluice plan"), std::string::npos);
+    sluice_close(ctx);
+}
+
+TEST(MemoryPlan, FakeCgroupLimitDrivesTheAutomaticBudget) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    const fs::path root = fs::temp_directory_path() / ("sluice-cgroup-" + std::to_string(::getpid()));
+    fs::create_directories(root);
+    sluice_memory_plan p;
+    char err[512];
+    const std::string model = container_path("kimi-linear-tiny");
+    // A generous memory.high: the automatic budget takes floor + 3 working sets.
+    std::ofstream(root / "memory.max") << "max\n";
+    std::ofstream(root / "memory.high") << (8ull << 30) << "\n";
+    ASSERT_EQ(sluice_plan_model(model.c_str(), 0, 4096, root.c_str(), &p, err, sizeof err), SLUICE_OK) << err;
+    std::printf("limit %.2f GiB from %s -> budget %.1f MiB: %s\n", p.ram_limit / 1073741824.0, p.ram_source,
+                p.budget / 1048576.0, p.choice);
+    EXPECT_EQ(p.ram_limit, 8ull << 30);
+    EXPECT_EQ(p.budget, p.floor + 3 * p.working_set);
+    // A limit below 4/3 of the floor: the plan falls back to the floor.
+    std::ofstream(root / "memory.max") << (p.floor + p.floor / 4) << "\n";
+    ASSERT_EQ(sluice_plan_model(model.c_str(), 0, 4096, root.c_str(), &p, err, sizeof err), SLUICE_OK) << err;
+    std::printf("limit %.1f MiB from %s -> budget %.1f MiB: %s\n", p.ram_limit / 1048576.0, p.ram_source,
+                p.budget / 1048576.0, p.choice);
+    EXPECT_EQ(p.budget, p.floor);
+    EXPECT_NE(std::string(p.ram_source).find("memory.max"), std::string::npos);
+    // Open honours the same fake tree.
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.cgroup_root = root.c_str();
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(model.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
+    sluice_memory_plan q;
+    ASSERT_EQ(sluice_memory_plan_get(ctx, &q), SLUICE_OK);
+    EXPECT_EQ(q.budget, p.budget);
+    sluice_close(ctx);
+    fs::remove_all(root);
+}
+
+}  // namespace
