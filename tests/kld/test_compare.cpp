@@ -227,3 +227,38 @@ TEST(KldCompare, CliReceiptSidecarAndLlamaBlock) {
     rc = kld({"compare", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--candidate", f.d + "/cand", "--windows", "0,2-3"}, &out, &er);
     ASSERT_EQ(rc, 0) << er;
 }
+
+TEST(KldCompare, Festr2CompatAgreesWithTorchFloat32) {
+    if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") != 0)
+        GTEST_SKIP() << "no torch for /usr/bin/python3 (install python3-torch)";
+    auto& f = fx();
+    const std::string d = f.d + "/torch";
+    fs::create_directories(d);
+    double sa = 0, sb = 0, ja = 0, jb = 0, worst = 0;
+    int t1a = 0, t1b = 0;
+    for (size_t w = 0; w < 3; ++w) {
+        std::vector<float> x = f.ref[w];
+        for (auto& v : x) if (std::isinf(v)) v = -30.f;
+        std::vector<float> y = perturb(x, 0.2f, 900 + uint32_t(w));
+        std::ofstream(d + "/x", std::ios::binary).write(reinterpret_cast<const char*>(x.data()), std::streamsize(x.size() * 4));
+        std::ofstream(d + "/y", std::ios::binary).write(reinterpret_cast<const char*>(y.data()), std::streamsize(y.size() * 4));
+        json o = run_oracle("torchkl " + d + "/x " + d + "/y " + std::to_string(T - 1) + " " + std::to_string(V));
+        for (int r = 0; r < T - 1; ++r) {
+            RowMetrics m;
+            int64_t col;
+            int side;
+            ASSERT_TRUE(score_row(x.data() + size_t(r) * V, y.data() + size_t(r) * V, V, -1, Numerics::festr2_v0, true, &m, &col, &side).ok());
+            const double tk = o["kl"][r].get<double>();
+            worst = std::max(worst, std::fabs(m.kl - tk) / (2e-7 + 1e-3 * std::fabs(tk)));
+            sa += m.kl; sb += tk;
+            ja += m.js; jb += o["js"][r].get<double>();
+            t1a += m.top1; t1b += o["top1"][r].get<int>();
+        }
+    }
+    std::printf("festr2-v0 vs torch fp32: mean KL rel diff %.3g, mean JS rel diff %.3g, worst row %.3g, top1 %d/%d\n",
+                std::fabs(sa - sb) / sb, std::fabs(ja - jb) / jb, worst, t1a, t1b);
+    EXPECT_LT(worst, 1.0);
+    EXPECT_LT(std::fabs(sa - sb) / sb, 1e-5);
+    EXPECT_LT(std::fabs(ja - jb) / jb, 1e-5);
+    EXPECT_EQ(t1a, t1b);
+}
