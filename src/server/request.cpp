@@ -1,0 +1,350 @@
+// OpenAI-style request parsing (see request.h).
+#include "server/request.h"
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+namespace sluice::server {
+
+using nlohmann::json;
+
+ApiError bad_request(std::string message, std::string param, std::string code) {
+    ApiError e;
+    e.status = 400;
+    e.message = std::move(message);
+    e.param = std::move(param);
+    e.code = std::move(code);
+    return e;
+}
+
+json error_json(const ApiError &e) {
+    json o;
+    o["message"] = e.message;
+    o["type"] = e.type;
+    o["param"] = e.param.empty() ? json(nullptr) : json(e.param);
+    o["code"] = e.code.empty() ? json(nullptr) : json(e.code);
+    return json{{"error", o}};
+}
+
+std::string utf8_sanitize(std::string_view s) {
+    // Unicode's "maximal subpart" substitution: each maximal prefix of a
+    // valid sequence that cannot be completed becomes one U+FFFD.
+    static const char kRepl[] = "\xEF\xBF\xBD";
+    std::string out;
+    out.reserve(s.size());
+    const auto *p = reinterpret_cast<const unsigned char *>(s.data());
+    const size_t n = s.size();
+    size_t i = 0;
+    while (i < n) {
+        unsigned char c = p[i];
+        if (c < 0x80) {
+            out.push_back((char)c);
+            i++;
+            continue;
+        }
+        int len = 0;
+        unsigned char lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            if (c == 0xE0) lo = 0xA0;
+            if (c == 0xED) hi = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            if (c == 0xF0) lo = 0x90;
+            if (c == 0xF4) hi = 0x8F;
+        }
+        if (len == 0) {
+            out += kRepl;
+            i++;
+            continue;
+        }
+        size_t j = i + 1;
+        bool ok = true;
+        for (int k = 1; k < len; k++, j++) {
+            unsigned char lim_lo = k == 1 ? lo : 0x80, lim_hi = k == 1 ? hi : 0xBF;
+            if (j >= n || p[j] < lim_lo || p[j] > lim_hi) {
+                ok = false;
+                break;
+            }
+        }
+        if (ok) out.append(s.substr(i, (size_t)len));
+        else out += kRepl;
+        i = j;
+    }
+    return out;
+}
+
+namespace {
+
+// Nesting depth of arrays/objects outside strings; stops counting past limit.
+int json_depth(std::string_view s, int limit) {
+    int depth = 0, max_depth = 0;
+    bool in_str = false, esc = false;
+    for (char c : s) {
+        if (in_str) {
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') in_str = false;
+            continue;
+        }
+        if (c == '"') in_str = true;
+        else if (c == '[' || c == '{') {
+            if (++depth > max_depth) max_depth = depth;
+            if (max_depth > limit) return max_depth;
+        } else if (c == ']' || c == '}') depth--;
+    }
+    return max_depth;
+}
+
+const char *type_name(const json &v) {
+    switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_float: return "a number";
+    default: return "an integer";
+    }
+}
+
+ApiError wrong_type(const std::string &param, const char *expected, const json &v) {
+    return bad_request("'" + param + "' must be " + expected + ", not " + type_name(v), param);
+}
+
+// Each getter: absent or null leaves *out unchanged; a present value of the
+// wrong type or out of range is an error.
+bool get_bool(const json &o, const char *k, bool *out, ApiError *err) {
+    auto it = o.find(k);
+    if (it == o.end() || it->is_null()) return true;
+    if (!it->is_boolean()) return *err = wrong_type(k, "a boolean", *it), false;
+    *out = it->get<bool>();
+    return true;
+}
+
+bool get_int(const json &o, const char *k, int64_t lo, int64_t hi, int64_t *out, ApiError *err) {
+    auto it = o.find(k);
+    if (it == o.end() || it->is_null()) return true;
+    if (!it->is_number_integer()) return *err = wrong_type(k, "an integer", *it), false;
+    if (it->is_number_unsigned() && it->get<uint64_t>() > (uint64_t)std::numeric_limits<int64_t>::max())
+        return *err = bad_request("'" + std::string(k) + "' is out of range", k), false;
+    int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi)
+        return *err = bad_request("'" + std::string(k) + "' must be between " + std::to_string(lo) + " and " +
+                                      std::to_string(hi) + ", got " + std::to_string(v),
+                                  k),
+               false;
+    *out = v;
+    return true;
+}
+
+bool get_number(const json &o, const char *k, double lo, double hi, float *out, ApiError *err) {
+    auto it = o.find(k);
+    if (it == o.end() || it->is_null()) return true;
+    if (!it->is_number()) return *err = wrong_type(k, "a number", *it), false;
+    double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "'%s' must be between %g and %g", k, lo, hi);
+        return *err = bad_request(buf, k), false;
+    }
+    *out = (float)v;
+    return true;
+}
+
+// OpenAI content: a string, or an array of {"type":"text","text":...} parts.
+bool get_content(const json &v, const std::string &param, std::string *out, ApiError *err) {
+    if (v.is_null()) return out->clear(), true;
+    if (v.is_string()) return *out = v.get<std::string>(), true;
+    if (!v.is_array()) return *err = wrong_type(param, "a string or an array of content parts", v), false;
+    out->clear();
+    for (size_t i = 0; i < v.size(); i++) {
+        const json &part = v[i];
+        std::string pp = param + "[" + std::to_string(i) + "]";
+        if (!part.is_object()) return *err = wrong_type(pp, "an object", part), false;
+        auto t = part.find("type");
+        if (t == part.end() || !t->is_string())
+            return *err = bad_request("'" + pp + ".type' must be a string", pp + ".type"), false;
+        if (*t != "text")
+            return *err = bad_request("content part type '" + t->get<std::string>() +
+                                          "' is not supported (this model takes text only)",
+                                      pp + ".type"),
+                   false;
+        auto x = part.find("text");
+        if (x == part.end() || !x->is_string())
+            return *err = bad_request("'" + pp + ".text' must be a string", pp + ".text"), false;
+        *out += x->get<std::string>();
+    }
+    return true;
+}
+
+bool parse_messages(const json &o, GenRequest *r, ApiError *err) {
+    auto it = o.find("messages");
+    if (it == o.end() || it->is_null()) return *err = bad_request("'messages' is required", "messages"), false;
+    if (!it->is_array()) return *err = wrong_type("messages", "an array", *it), false;
+    if (it->empty()) return *err = bad_request("'messages' must not be empty", "messages"), false;
+    for (size_t i = 0; i < it->size(); i++) {
+        const json &m = (*it)[i];
+        std::string p = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) return *err = wrong_type(p, "an object", m), false;
+        auto role = m.find("role");
+        if (role == m.end() || !role->is_string())
+            return *err = bad_request("'" + p + ".role' must be a string", p + ".role"), false;
+        std::string rs = role->get<std::string>();
+        // "developer" is OpenAI's newer name for the system role.
+        if (rs == "developer") rs = "system";
+        if (rs != "system" && rs != "user" && rs != "assistant")
+            return *err = bad_request("'" + p + ".role' must be 'system', 'user' or 'assistant', got '" + rs + "'",
+                                      p + ".role"),
+                   false;
+        auto content = m.find("content");
+        if (content == m.end() && rs != "assistant")
+            return *err = bad_request("'" + p + ".content' is required", p + ".content"), false;
+        ChatMessage cm;
+        cm.role = rs;
+        if (content != m.end() && !get_content(*content, p + ".content", &cm.content, err)) return false;
+        r->messages.push_back(std::move(cm));
+    }
+    return true;
+}
+
+bool parse_prompt(const json &o, GenRequest *r, ApiError *err) {
+    auto it = o.find("prompt");
+    if (it == o.end() || it->is_null()) return *err = bad_request("'prompt' is required", "prompt"), false;
+    const json *p = &*it;
+    // A batch of one prompt is accepted; a batch of several is not.
+    if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+        if (p->size() != 1)
+            return *err = bad_request("only one prompt per request is supported", "prompt"), false;
+        p = &(*p)[0];
+    }
+    if (p->is_string()) {
+        r->prompt_text = p->get<std::string>();
+        return true;
+    }
+    if (!p->is_array()) return *err = wrong_type("prompt", "a string or an array of token ids", *p), false;
+    r->prompt_is_ids = true;
+    for (size_t i = 0; i < p->size(); i++) {
+        const json &t = (*p)[i];
+        if (!t.is_number_integer())
+            return *err = bad_request("'prompt[" + std::to_string(i) + "]' must be a token id (an integer), not " +
+                                          type_name(t),
+                                      "prompt"),
+                   false;
+        if (t.is_number_unsigned() && t.get<uint64_t>() > (uint64_t)std::numeric_limits<int64_t>::max())
+            r->prompt_ids.push_back(std::numeric_limits<int64_t>::max());
+        else r->prompt_ids.push_back(t.get<int64_t>());
+    }
+    return true;
+}
+
+bool parse_stop(const json &o, GenRequest *r, ApiError *err) {
+    auto it = o.find("stop");
+    if (it == o.end() || it->is_null()) return true;
+    if (it->is_string()) {
+        if (!it->get<std::string>().empty()) r->stop.push_back(it->get<std::string>());
+        return true;
+    }
+    if (!it->is_array()) return *err = wrong_type("stop", "a string or an array of strings", *it), false;
+    if (it->size() > kMaxStops)
+        return *err = bad_request("'stop' takes at most " + std::to_string(kMaxStops) + " sequences", "stop"), false;
+    for (const json &s : *it) {
+        if (!s.is_string()) return *err = wrong_type("stop", "a string or an array of strings", s), false;
+        if (!s.get<std::string>().empty()) r->stop.push_back(s.get<std::string>());
+    }
+    return true;
+}
+
+}  // namespace
+
+bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError *err) {
+    *r = GenRequest{};
+    r->kind = kind;
+    if (json_depth(body, kMaxJsonDepth) > kMaxJsonDepth)
+        return *err = bad_request("the request body nests deeper than " + std::to_string(kMaxJsonDepth) + " levels"),
+               false;
+    json o;
+    try {
+        o = json::parse(body);
+    } catch (const json::exception &e) {
+        return *err = bad_request(std::string("the request body is not valid JSON: ") + e.what()), false;
+    }
+    if (!o.is_object()) return *err = bad_request("the request body must be a JSON object"), false;
+
+    if (auto it = o.find("model"); it != o.end() && !it->is_null()) {
+        if (!it->is_string()) return *err = wrong_type("model", "a string", *it), false;
+        r->model = it->get<std::string>();
+    }
+    if (kind == Endpoint::chat) {
+        if (!parse_messages(o, r, err)) return false;
+    } else if (!parse_prompt(o, r, err)) {
+        return false;
+    }
+    constexpr int64_t kBig = 1 << 30;
+    // Completions take max_tokens 0: with echo and logprobs, that scores a prompt.
+    if (!get_int(o, "max_tokens", kind == Endpoint::chat ? 1 : 0, kBig, &r->max_tokens, err)) return false;
+    if (kind == Endpoint::chat && !get_int(o, "max_completion_tokens", 1, kBig, &r->max_tokens, err)) return false;
+    if (!get_number(o, "temperature", 0.0, 2.0, &r->sampling.temperature, err)) return false;
+    if (!get_number(o, "top_p", 0.0, 1.0, &r->sampling.top_p, err)) return false;
+    if (r->sampling.top_p <= 0.0f) return *err = bad_request("'top_p' must be greater than 0", "top_p"), false;
+    if (!parse_stop(o, r, err)) return false;
+
+    // seed: given, or fresh per request (then two requests differ, as with OpenAI).
+    int64_t seed = -1;
+    if (!get_int(o, "seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed, err))
+        return false;
+    if (o.contains("seed") && !o["seed"].is_null()) r->sampling.seed = (uint64_t)seed;
+    else r->sampling.seed = ((uint64_t)std::random_device{}() << 32) ^ std::random_device{}();
+
+    int64_t n = 1;
+    if (!get_int(o, "n", 1, kBig, &n, err)) return false;
+    if (n != 1) return *err = bad_request("only n = 1 is supported", "n"), false;
+
+    if (kind == Endpoint::chat) {
+        if (!get_bool(o, "logprobs", &r->logprobs, err)) return false;
+        int64_t top = 0;
+        if (!get_int(o, "top_logprobs", 0, kMaxTopLogprobs, &top, err)) return false;
+        if (o.contains("top_logprobs") && !o["top_logprobs"].is_null() && !r->logprobs)
+            return *err = bad_request("'top_logprobs' needs 'logprobs' set to true", "top_logprobs"), false;
+        r->top_logprobs = (int)top;
+    } else {
+        // Completions: logprobs is the number of alternatives (0 = only the chosen token's).
+        int64_t lp = -1;
+        if (!get_int(o, "logprobs", 0, kMaxTopLogprobs, &lp, err)) return false;
+        r->logprobs = lp >= 0;
+        r->top_logprobs = lp > 0 ? (int)lp : 0;
+        if (!get_bool(o, "echo", &r->echo, err)) return false;
+        int64_t best_of = 1;
+        if (!get_int(o, "best_of", 1, kBig, &best_of, err)) return false;
+        if (best_of != 1) return *err = bad_request("only best_of = 1 is supported", "best_of"), false;
+        if (auto it = o.find("suffix"); it != o.end() && !it->is_null()) {
+            if (!it->is_string()) return *err = wrong_type("suffix", "a string", *it), false;
+            if (!it->get<std::string>().empty())
+                return *err = bad_request("'suffix' is not supported", "suffix"), false;
+        }
+    }
+    if (!get_bool(o, "stream", &r->stream, err)) return false;
+    if (auto it = o.find("stream_options"); it != o.end() && !it->is_null()) {
+        if (!it->is_object()) return *err = wrong_type("stream_options", "an object", *it), false;
+        if (!r->stream)
+            return *err = bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options"),
+                   false;
+        auto iu = it->find("include_usage");
+        if (iu != it->end() && !iu->is_null()) {
+            if (!iu->is_boolean()) return *err = wrong_type("stream_options.include_usage", "a boolean", *iu), false;
+            r->include_usage = iu->get<bool>();
+        }
+    }
+    // Penalties change the distribution; accept only their neutral values
+    // rather than silently ignoring them.
+    for (const char *k : {"presence_penalty", "frequency_penalty"}) {
+        float v = 0.0f;
+        if (!get_number(o, k, -2.0, 2.0, &v, err)) return false;
+        if (v != 0.0f) return *err = bad_request(std::string("'") + k + "' is not supported", k), false;
+    }
+    return true;
+}
+
+}  // namespace sluice::server

@@ -1,0 +1,62 @@
+// OpenAI-style requests: parsing, type checks and error objects.
+//
+// Everything that can be checked without the model is checked here, on the
+// HTTP thread, so a malformed request never takes a queue slot. What needs
+// the model (tokenizing, token ids in range, the context limit) is checked
+// by the worker when the request's turn comes (generate.cpp).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "server/model.h"
+
+namespace sluice::server {
+
+// An OpenAI error object: {"error": {"message", "type", "param", "code"}}.
+struct ApiError {
+    int status = 400;
+    std::string type = "invalid_request_error";
+    std::string message;
+    std::string param;  // empty: null
+    std::string code;   // empty: null
+};
+ApiError bad_request(std::string message, std::string param = {}, std::string code = {});
+nlohmann::json error_json(const ApiError &e);
+
+enum class Endpoint { chat, completion };
+
+struct GenRequest {
+    Endpoint kind = Endpoint::chat;
+    std::string model;  // empty: not given
+    std::vector<ChatMessage> messages;  // chat
+    // completion: the prompt as text, or as token ids
+    bool prompt_is_ids = false;
+    std::string prompt_text;
+    std::vector<int64_t> prompt_ids;  // range-checked against the vocabulary later
+    int64_t max_tokens = -1;          // -1: not given (chat: fill the context; completion: 16)
+    SamplingParams sampling;
+    std::vector<std::string> stop;
+    bool logprobs = false;
+    int top_logprobs = 0;  // alternatives per position, 0..20
+    bool echo = false;     // completion: the prompt is part of the output
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+};
+
+// Deepest nesting of arrays and objects accepted in a request body: parsing
+// is cheap, but a body of a million '[' should not reach the JSON library.
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxStops = 4;
+constexpr int kMaxTopLogprobs = 20;
+
+// Parses body as the named endpoint's request. On failure fills *err.
+bool parse_request(Endpoint kind, std::string_view body, GenRequest *out, ApiError *err);
+
+// Replaces every ill-formed UTF-8 subsequence with U+FFFD, so token pieces
+// (which may split a character) can go into JSON strings.
+std::string utf8_sanitize(std::string_view s);
+
+}  // namespace sluice::server
