@@ -130,6 +130,7 @@ static int prepare_output(const ConvertOptions& o, const std::string& fp, Progre
         return -1;
     }
     std::string s;
+    if (o.force) return clear_output(dir, err) && write_file_atomic(dir + "/" + kStateFile, fp, err) ? 0 : -1;
     if (file_exists(dir + "/manifest.json")) {
         std::string m;
         if (read_file(dir + "/manifest.json", &m, err)) {
@@ -139,11 +140,8 @@ static int prepare_output(const ConvertOptions& o, const std::string& fp, Progre
             } catch (const std::exception&) {
             }
         }
-        if (!o.force) {
-            *err = dir + ": holds a finished container from other settings or another source (use --force to overwrite)";
-            return -1;
-        }
-        return clear_output(dir, err) && write_file_atomic(dir + "/" + kStateFile, fp, err) ? 0 : -1;
+        *err = dir + ": holds a finished container from other settings or another source (use --force to overwrite)";
+        return -1;
     }
     if (file_exists(dir + "/" + kStateFile) && read_file(dir + "/" + kStateFile, &s, err) && s == fp) {
         if (sink) sink->message("resuming the conversion in " + dir);
@@ -151,7 +149,7 @@ static int prepare_output(const ConvertOptions& o, const std::string& fp, Progre
     }
     bool empty = true;
     for (const auto& de : fs::directory_iterator(dir, ec)) { (void)de; empty = false; break; }
-    if (!empty && !o.force) {
+    if (!empty) {
         *err = dir + ": not empty and not an unfinished conversion with these settings (use --force)";
         return -1;
     }

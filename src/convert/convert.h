@@ -41,7 +41,7 @@ struct ConvertOptions {
     int64_t train_vectors = 300000;  // k-means training set size (warp: 300 000)
     uint64_t seed = 0;       // k-means / sampling seed
     int jobs = 0;            // worker threads; 0 = hardware concurrency. Never changes bytes.
-    bool force = false;      // overwrite an output directory holding another conversion
+    bool force = false;      // start over: remove this converter's files from the output first
     bool quiet = false;      // default sink prints only warnings and the summary
 };
 

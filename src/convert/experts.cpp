@@ -133,7 +133,7 @@ bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams
         if (!pwrite_all(fd, rec.data(), rec.size(), static_cast<uint64_t>(e) * g.stride, tmp, er)) return false;
         std::lock_guard<std::mutex> lk(mu);
         ++finished;
-        if (sink) sink->progress("layer", finished, nexp, lname);
+        if (sink) sink->progress("layer", finished, nexp, lname + " experts");
         return true;
     }, err);
     if (!ok) {

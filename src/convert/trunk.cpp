@@ -179,7 +179,7 @@ bool write_trunk(const Checkpoint& ck, const std::vector<TrunkEntry>& plan, uint
         }
         std::lock_guard<std::mutex> lk(mu);
         written += nbytes;
-        if (sink) sink->progress("trunk", static_cast<int64_t>(written), static_cast<int64_t>(total), t.name);
+        if (sink) sink->progress("trunk", static_cast<int64_t>(written), static_cast<int64_t>(total), "trunk.bin bytes");
         return true;
     }, err);
     if (!ok) {

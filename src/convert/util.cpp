@@ -161,13 +161,14 @@ DefaultSink::DefaultSink(bool quiet) : tty_(::isatty(2) != 0), quiet_(quiet) {}
 void DefaultSink::progress(const std::string& phase, int64_t done, int64_t total, const std::string& detail) {
     if (quiet_) return;
     if (tty_) {
-        std::fprintf(stderr, "\r\033[K%s %s %lld/%lld", phase.c_str(), detail.c_str(), static_cast<long long>(done),
+        std::fprintf(stderr, "\r\033[K[%s] %s %lld/%lld", phase.c_str(), detail.c_str(), static_cast<long long>(done),
                      static_cast<long long>(total));
         open_line_ = done < total;
         if (!open_line_) std::fputc('\n', stderr);
     } else if (done == total) {
         // Plain lines when not a terminal: one per finished unit of work.
-        std::fprintf(stderr, "%s %s done (%lld)\n", phase.c_str(), detail.c_str(), static_cast<long long>(total));
+        std::fprintf(stderr, "[%s] %s %lld/%lld\n", phase.c_str(), detail.c_str(), static_cast<long long>(done),
+                     static_cast<long long>(total));
     }
     std::fflush(stderr);
 }

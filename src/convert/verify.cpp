@@ -145,7 +145,11 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
         for (const WasteLayer& l : c.layers()) {
             std::vector<double> rel[3];
             double mabs[3] = {0, 0, 0};
-            for (int k = 0; k < 3; ++k) rel[k].assign(static_cast<size_t>(l.experts), 0.0);
+            std::vector<double> absmax[3];
+            for (int k = 0; k < 3; ++k) {
+                rel[k].assign(static_cast<size_t>(l.experts), 0.0);
+                absmax[k].assign(static_cast<size_t>(l.experts), 0.0);
+            }
             std::mutex mu;
             if (!parallel_for(l.experts, opt.jobs, [&](int64_t e, std::string* er) {
                     std::vector<uint8_t> r;
@@ -158,18 +162,28 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                         a.add(w.data(), s.data(), w.size());
                         std::lock_guard<std::mutex> lk(mu);
                         rel[k][static_cast<size_t>(e)] = a.rel();
+                        absmax[k][static_cast<size_t>(e)] = a.max_abs;
                         mabs[k] = std::max(mabs[k], a.max_abs);
-                        if (opt.per_expert)
-                            rep->experts.push_back({"L" + std::to_string(l.layer) + ".e" + std::to_string(e) + "." + kn[k],
-                                                    a.rel(), a.rel(), a.max_abs});
                     }
                     return true;
                 }, err))
                 return 2;
+            const std::string lp = std::string("L") + std::to_string(l.layer);
+            if (opt.per_expert)  // in expert order, whatever order the workers finished in
+                for (int64_t e = 0; e < l.experts; ++e)
+                    for (int k = 0; k < 3; ++k) {
+                        std::string nm = lp;
+                        nm += ".e";
+                        nm += std::to_string(e);
+                        nm += ".";
+                        nm += kn[k];
+                        const size_t i = static_cast<size_t>(e);
+                        rep->experts.push_back({nm, rel[k][i], rel[k][i], absmax[k][i]});
+                    }
             for (int k = 0; k < 3; ++k) {
                 double sum = 0, mx = 0;
                 for (double v : rel[k]) { sum += v; mx = std::max(mx, v); }
-                rep->experts.push_back({"L" + std::to_string(l.layer) + "." + kn[k],
+                rep->experts.push_back({lp + "." + kn[k],
                                         l.experts ? sum / static_cast<double>(l.experts) : 0.0, mx, mabs[k]});
             }
         }

@@ -100,8 +100,12 @@ TEST(ConvertNumeric, TrunkGeometryAndRoundTrip) {
                 const float s = f16_to_f32(sc[r * ng + i / 128]);
                 worst = std::max(worst, static_cast<double>(std::fabs(y[i] - x[r * N + i]) / s));
             }
-            if (fmt == kQ4G) EXPECT_EQ(pay[rb * r + rb - 1], 0x88);  // fully padded byte
-            if (fmt == kQ3G) EXPECT_EQ(pay[rb * r + rb - 1], 0x00);  // guard byte
+            if (fmt == kQ4G) {
+                EXPECT_EQ(pay[rb * r + rb - 1], 0x88);  // fully padded byte
+            }
+            if (fmt == kQ3G) {
+                EXPECT_EQ(pay[rb * r + rb - 1], 0x00);  // guard byte
+            }
         }
         std::printf("fmt %d: worst |err| / scale = %.4f\n", fmt, worst);
         // Codes use the f32 scale, the stored scale is its f16 rounding:

@@ -104,8 +104,8 @@ TEST(ConvertReproducible, KillAndResumeGivesSameBytes) {
 
     struct Point { const char* phase; const char* detail; int64_t at; const char* what; };
     const Point points[] = {
-        {"layer", "layer 2", 5, "killed inside layer 2 (layer 1 finished)"},
-        {"layer", "layer 1", 1, "killed inside the first layer"},
+        {"layer", "layer 2 experts", 5, "killed inside layer 2 (layer 1 finished)"},
+        {"layer", "layer 1 experts", 1, "killed inside the first layer"},
         {"trunk", "", 1, "killed while writing the trunk"},
     };
     for (const Point& p : points) {
@@ -121,7 +121,7 @@ TEST(ConvertReproducible, KillAndResumeGivesSameBytes) {
         auto got = snapshot(out);
         for (auto it = got.begin(); it != got.end();) it = it->first.size() > 4 && it->first.ends_with(".tmp") ? got.erase(it) : ++it;
         expect_same(ref, got, std::string("resume after ") + p.what);
-        if (std::string(p.detail) == "layer 2") EXPECT_NE(sink.lines.find("layer 1: already converted"), std::string::npos);
+        if (std::string(p.detail) == "layer 2 experts") EXPECT_NE(sink.lines.find("layer 1: already converted"), std::string::npos);
     }
 }
 
