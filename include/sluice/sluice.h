@@ -183,6 +183,12 @@ sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msg
                                  int32_t *out, size_t cap, size_t *n_out);
 /* The string that ends an assistant turn (empty if none); NUL-terminated. */
 const char *sluice_chat_stop(sluice_ctx *ctx);
+/* The control token that ends an assistant turn: the first special token of
+ * the stop string; -1 if it has none (or on error, see sluice_last_error). */
+int32_t sluice_chat_stop_token(sluice_ctx *ctx);
+/* The most bytes one sluice_detok_push or sluice_detok_flush writes: with a
+ * buffer this large they never return SLUICE_E_RANGE. */
+size_t sluice_detok_max_chunk(const sluice_detok *d);
 
 /* ------------------------------------------------------------------------
  * Sampling
@@ -200,8 +206,14 @@ typedef struct sluice_sampling {
 
 void sluice_sampling_default(sluice_sampling *p);
 typedef struct sluice_sampler sluice_sampler;
+/* NULL if p is NULL or invalid (struct_size unknown, temperature < 0,
+ * top_p outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0,
+ * repeat_last_n < -1; -1 = the whole history) or memory runs out. */
 sluice_sampler *sluice_sampler_new(const sluice_sampling *p);
-/* Picks a token from logits (n_vocab values) given the token history. */
+/* Picks a token from logits (n_vocab values) given the token history.
+ * Order: repetition penalty, top-k, top-p, min-p, temperature, then a draw
+ * from the seeded generator (xoshiro256**; the same on every machine).
+ * Returns -1 for bad arguments. */
 int32_t sluice_sampler_sample(sluice_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                               size_t n_history);
 void sluice_sampler_free(sluice_sampler *s);

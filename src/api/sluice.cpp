@@ -8,19 +8,9 @@
 #include <string>
 #include <thread>
 
+#include "api/ctx.h"
 #include "api/fingerprint.h"
 #include "model/engine.h"
-
-struct sluice_ctx {
-    sluice::Engine engine;
-    bool opened = false;
-    // An eval that failed part-way has advanced some layers' state and not
-    // others; the session is unusable until reset.
-    bool broken = false;
-    std::string error;
-    sluice_trace_fn trace_fn = nullptr;
-    void *trace_user = nullptr;
-};
 
 namespace {
 
