@@ -1,10 +1,21 @@
 // Pieces of the CLI shared by its subcommands.
 #pragma once
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "sluice/sluice.h"
+
+namespace CLI {
+class App;
+}
+
 namespace sluice {
+
+// `sluice kld ...` (cli/kld_command.cpp); argv[0] == "kld".
+int run_kld(int argc, char **argv);
 
 // Collects sluice_set_trace callbacks and writes the trace directory that
 // tools/oracle/diff.py reads: trace.json, one n_tokens x hidden f32 file per
@@ -26,5 +37,18 @@ private:
     std::vector<Entry> entries_;
     std::map<std::pair<int, std::string>, size_t> index_;
 };
+
+// The text subcommands (cli/text_commands.cpp): run, chat, tokenize,
+// detokenize. main.cpp lends them its shared model options through hooks.
+struct TextHooks {
+    std::function<void(CLI::App *)> add_common;                  // adds the shared model options
+    std::function<sluice_ctx *(const std::string &model)> open;  // opens with them; reports failure
+    std::function<void(sluice_ctx *)> print_stats;               // the full expert/I-O statistics
+    std::function<void(sluice_ctx *)> before_close;              // e.g. --learn
+};
+struct TextCommands;
+std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks);
+// Runs the text subcommand that was parsed, if any: returns true, *rc set.
+bool run_text_command(TextCommands &t, int *rc);
 
 }  // namespace sluice

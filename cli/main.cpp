@@ -10,6 +10,9 @@
 
 #include "cli/commands.h"
 #include "runtime/memory_plan.h"
+#include "synth/synth.h"
+
+#include <unistd.h>
 #include "sluice/sluice.h"
 
 namespace {
@@ -313,7 +316,32 @@ int cmd_plan(const std::string &model, const Common &c) {
     return 0;
 }
 
+int cmd_synth(const sluice::SynthOptions &o) {
+    const bool tty = ::isatty(2);
+    auto t0 = std::chrono::steady_clock::now();
+    sluice::Status st = sluice::run_synth(o, [&](const std::string &what, double f) {
+        if (tty) std::fprintf(stderr, "\r%s %5.1f%%", what.c_str(), 100 * f);
+    });
+    if (tty) std::fprintf(stderr, "\n");
+    if (!st) {
+        std::fprintf(stderr, "sluice synth: %s\n", st.message().c_str());
+        return 1;
+    }
+    std::fprintf(stderr, "wrote %s in %.1f s\n", o.out.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+}
+
+// `sluice serve` (cli/serve_command.cpp).
+namespace sluice {
+struct ServeCommand;
+std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app);
+bool run_serve_command(ServeCommand &s, int *rc);
+}  // namespace sluice
+
 int main(int argc, char **argv) {
+    // `kld` has its own argument grammar (KLD.md §7.2).
+    if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
     app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
     app.require_subcommand(1);
@@ -344,9 +372,36 @@ int main(int argc, char **argv) {
     gen->add_flag("--stats", stats, "print expert cache and I/O statistics");
     add_common(gen, &common);
 
+    sluice::SynthOptions so;
+    auto *syn = app.add_subcommand("synth", "write a synthetic container (default: Kimi-Linear-48B's shape, ~19 GB)");
+    syn->add_option("--out,-o", so.out, "output container directory")->required();
+    syn->add_option("--seed", so.seed, "random seed (same seed, same bytes)");
+    syn->add_option("--layers", so.layers, "decoder layers")->check(CLI::Range(1, 128));
+    syn->add_option("--hidden", so.hidden, "hidden size")->check(CLI::Range(8, 65536));
+    syn->add_option("--vocab", so.vocab, "vocabulary size")->check(CLI::Range(1, 1 << 24));
+    syn->add_option("--experts", so.experts, "routed experts per MoE layer")->check(CLI::Range(0, 4096));
+    syn->add_option("--top-k", so.top_k, "experts per token")->check(CLI::Range(1, 64));
+    syn->add_option("--moe-inter", so.moe_inter, "expert width")->check(CLI::Range(8, 65536));
+    syn->add_option("--inter", so.inter, "dense FFN width")->check(CLI::Range(8, 262144));
+    syn->add_option("--heads", so.heads, "MLA heads")->check(CLI::Range(1, 1024));
+    syn->add_option("--kda-heads", so.kda_heads, "KDA heads")->check(CLI::Range(1, 1024));
+    syn->add_option("--kda-dim", so.kda_dim, "KDA head dim")->check(CLI::Range(1, 1024));
+    syn->add_option("--kv-lora", so.kv_lora, "MLA latent width")->check(CLI::Range(1, 65536));
+    syn->add_option("--trunk-bits", so.trunk_bits, "4 (Q4G), 3 (Q3G) or 8 (Q8G)")->check(CLI::IsMember({3, 4, 8}));
+    syn->add_option("--jobs,-j", so.jobs, "writer threads")->check(CLI::Range(1, 64));
+    bool vq4p = false;
+    syn->add_flag("--vq4p", vq4p, "VQ4P experts (4 stages of 64 entries, 6-bit codes)");
+
     auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
     plan->add_option("model", model, "container directory")->required();
     add_common(plan, &common);
+    auto serve_cmd = sluice::add_serve_command(app);
+
+    // run, chat, tokenize, detokenize (cli/text_commands.cpp)
+    auto text_cmds = sluice::add_text_commands(
+        app, {[&](CLI::App *sc) { add_common(sc, &common); },
+              [&](const std::string &m) { return open_or_report(m, to_config(common)); }, print_stats,
+              [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }});
 
     try {
         app.parse(argc, argv);
@@ -354,6 +409,7 @@ int main(int argc, char **argv) {
         int rc = app.exit(e);
         return rc == 0 ? 0 : 2;  // usage errors exit 2
     }
+    if (int src; sluice::run_serve_command(*serve_cmd, &src)) return src;
     if (*info) return cmd_info(model, common, json, fingerprint);
     if (*lg) return cmd_logits(model, common, ids, out, chunked, trace);
     uint64_t b;
@@ -362,6 +418,11 @@ int main(int argc, char **argv) {
         return 2;
     }
     if (*gen) return cmd_generate(model, common, ids, n, stats);
+    if (*syn) {
+        if (vq4p) so.stages = 4, so.index_bits = 6;
+        return cmd_synth(so);
+    }
     if (*plan) return cmd_plan(model, common);
+    if (int trc; sluice::run_text_command(*text_cmds, &trc)) return trc;
     return 2;
 }

@@ -23,7 +23,9 @@ ModelSummary summarize(const Engine &e) {
     const Manifest &m = e.container().manifest();
     ModelSummary s;
     s.arch = c.arch_name.empty() ? m.arch : c.arch_name;
-    if (c.attn_res_block > 0 || c.r_lat > 0 || !m.tensor_prefix.empty()) s.family = "kimi-k3";
+    // K3 is told by its own config keys; a prefix alone is not enough (a
+    // Kimi-Linear container may carry language_model. too).
+    if (c.attn_res_block > 0 || c.r_lat > 0 || c.situ || c.full_rank_gate || c.mla_output_gate) s.family = "kimi-k3";
     else if (std::find(c.is_kda.begin(), c.is_kda.end(), true) != c.is_kda.end()) s.family = "kimi-linear";
     else s.family = "deepseek-v3";
     for (int L = 0; L < c.n_layers; L++) {

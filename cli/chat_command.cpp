@@ -1,0 +1,276 @@
+// sluice chat: a REPL over stdin (a terminal or a pipe).
+//
+// The model's session holds every token of the conversation; each user line
+// feeds only what is new: the close of the previous assistant turn (the
+// part of the assistant suffix the model did not produce), then the user
+// message and the assistant opening. /save writes the session state
+// (sluice_state_save) to FILE and the conversation to FILE.json; /load
+// restores both, so the conversation continues exactly as it would have.
+// Each reply draws from a sampler seeded by (seed, position), so a loaded
+// session samples the same tokens as the one that was saved.
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "cli/text_gen.h"
+
+namespace sluice {
+
+namespace {
+
+struct Conversation {
+    std::vector<int32_t> history;  // fed to the model (= sluice_n_past)
+    std::vector<int32_t> pending;  // to feed before the next user message
+    nlohmann::json messages = nlohmann::json::array();
+    void clear() {
+        history.clear();
+        pending.clear();
+        messages = nlohmann::json::array();
+    }
+};
+
+struct Chat {
+    sluice_ctx *ctx;
+    ChatArgs &a;
+    const TextHooks &h;
+    Conversation conv;
+    std::vector<int32_t> begin;   // markup opening a conversation (render of no messages)
+    std::vector<int32_t> suffix;  // the assistant suffix (closes a reply)
+    int32_t stop_token = -1;
+    std::string stop_text;
+
+    bool render(const std::vector<sluice_chat_message> &m, int add_open, std::vector<int32_t> *out) {
+        sluice_status st = fill_all(*out, 64, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_chat_render(ctx, m.data(), m.size(), add_open, o, cap, n);
+        });
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice chat: %s: %s\n", sluice_status_name(st), sluice_last_error(ctx));
+            return false;
+        }
+        return true;
+    }
+
+    bool init() {
+        if (!render({}, 0, &begin)) return false;
+        stop_token = sluice_chat_stop_token(ctx);
+        stop_text = sluice_chat_stop(ctx);
+        sluice_status st = fill_all(suffix, 16, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_tokenize_markup(ctx, stop_text.data(), stop_text.size(), o, cap, n);
+        });
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice chat: %s\n", sluice_last_error(ctx));
+            return false;
+        }
+        return true;
+    }
+
+    void reset() {
+        sluice_reset(ctx);
+        conv.clear();
+    }
+
+    // The tokens that close a reply, given how it ended (its last sampled
+    // token was never fed to the model).
+    std::vector<int32_t> close_reply(const GenResult &r) {
+        std::vector<int32_t> out;
+        if (r.ids.empty()) return suffix;
+        int32_t last = r.ids.back();
+        if (r.why == StopReason::stop_token && !suffix.empty() && last == suffix[0]) return suffix;
+        if (r.why != StopReason::eos && r.why != StopReason::stop_token) out.push_back(last);
+        out.insert(out.end(), suffix.begin(), suffix.end());
+        return out;
+    }
+
+    bool turn(const std::string &text) {
+        std::vector<sluice_chat_message> msgs;
+        const bool first = conv.history.empty() && conv.pending.empty();
+        if (first && !a.system.empty()) msgs.push_back({"system", a.system.c_str()});
+        msgs.push_back({"user", text.c_str()});
+        std::vector<int32_t> rendered;
+        if (!render(msgs, 1, &rendered)) return false;
+        std::vector<int32_t> feed = conv.pending;
+        // Segments are encoded one by one, so the opening is a prefix.
+        size_t skip = first ? 0 : begin.size();
+        feed.insert(feed.end(), rendered.begin() + (ptrdiff_t)skip, rendered.end());
+        std::vector<float> logits((size_t)sluice_n_vocab(ctx));
+        sluice_status st = sluice_eval(ctx, feed.data(), feed.size(), logits.data());
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice chat: %s: %s%s\n", sluice_status_name(st), sluice_last_error(ctx),
+                         st == SLUICE_E_RANGE ? " (/reset starts over)" : "");
+            if (st != SLUICE_E_RANGE && st != SLUICE_E_ARG) reset();
+            return false;
+        }
+        conv.history.insert(conv.history.end(), feed.begin(), feed.end());
+        conv.pending.clear();
+        conv.messages.push_back({{"role", "user"}, {"content", text}});
+
+        sluice_sampling p = a.sampling.p;
+        p.seed = a.sampling.p.seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(conv.history.size() + 1));
+        sluice_sampler *sampler = sluice_sampler_new(&p);
+        GenOptions go;
+        go.n_max = a.n_max;
+        if (stop_token >= 0)
+            go.stop_tokens.push_back(stop_token);
+        else if (!stop_text.empty())
+            go.stops.push_back(stop_text);
+        GenResult r = generate(ctx, sampler, logits, conv.history, go, stdout);
+        sluice_sampler_free(sampler);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+        conv.messages.push_back({{"role", "assistant"}, {"content", r.text}});
+        if (a.print_ids) {
+            std::string s;
+            for (int32_t id : r.ids) s += (s.empty() ? "" : " ") + std::to_string(id);
+            std::fprintf(stderr, "ids: %s\n", s.c_str());
+        }
+        if (r.why == StopReason::error) {
+            std::fprintf(stderr, "sluice chat: %s\n", r.error.c_str());
+            reset();
+            return false;
+        }
+        conv.pending = close_reply(r);
+        if (r.why == StopReason::context_full) std::fprintf(stderr, "sluice chat: the context is full (/reset)\n");
+        return true;
+    }
+
+    bool save(const std::string &path) {
+        sluice_status st = sluice_state_save(ctx, path.c_str());
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice chat: /save: %s\n", sluice_last_error(ctx));
+            return false;
+        }
+        nlohmann::json j = {{"format", "sluice-chat-v1"},
+                            {"history", conv.history},
+                            {"pending", conv.pending},
+                            {"messages", conv.messages}};
+        const std::string jp = path + ".json", tmp = jp + ".tmp";
+        {
+            std::ofstream out(tmp, std::ios::binary);
+            out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+            if (!out.flush()) {
+                std::fprintf(stderr, "sluice chat: /save: cannot write %s\n", tmp.c_str());
+                std::remove(tmp.c_str());
+                return false;
+            }
+        }
+        if (std::rename(tmp.c_str(), jp.c_str()) != 0) {
+            std::fprintf(stderr, "sluice chat: /save: cannot write %s\n", jp.c_str());
+            return false;
+        }
+        std::fprintf(stderr, "saved %zu tokens to %s (+ .json)\n", conv.history.size(), path.c_str());
+        return true;
+    }
+
+    bool load(const std::string &path) {
+        Conversation c;
+        const std::string jp = path + ".json";
+        try {
+            std::ifstream in(jp, std::ios::binary);
+            if (!in) throw std::runtime_error("cannot open " + jp);
+            nlohmann::json j = nlohmann::json::parse(in);
+            if (j.value("format", "") != "sluice-chat-v1") throw std::runtime_error(jp + ": not a sluice chat file");
+            c.history = j.at("history").get<std::vector<int32_t>>();
+            c.pending = j.at("pending").get<std::vector<int32_t>>();
+            c.messages = j.at("messages");
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "sluice chat: /load: %s\n", e.what());
+            return false;
+        }
+        sluice_status st = sluice_state_load(ctx, path.c_str());
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice chat: /load: %s; the conversation starts over\n", sluice_last_error(ctx));
+            reset();
+            return false;
+        }
+        if ((size_t)sluice_n_past(ctx) != c.history.size()) {
+            std::fprintf(stderr, "sluice chat: /load: %s holds %d positions but %s lists %zu tokens; starting over\n",
+                         path.c_str(), sluice_n_past(ctx), jp.c_str(), c.history.size());
+            reset();
+            return false;
+        }
+        conv = std::move(c);
+        std::fprintf(stderr, "loaded %zu tokens from %s\n", conv.history.size(), path.c_str());
+        return true;
+    }
+};
+
+std::string arg_of(const std::string &line) {
+    size_t sp = line.find(' ');
+    if (sp == std::string::npos) return {};
+    std::string s = line.substr(sp + 1);
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t") + 1);
+    return s;
+}
+
+}  // namespace
+
+int cmd_chat(ChatArgs &a, const TextHooks &h) {
+    a.sampling.resolve_seed();
+    {
+        sluice_sampler *probe = sluice_sampler_new(&a.sampling.p);
+        if (!probe) {
+            std::fprintf(stderr, "sluice chat: the sampling options are invalid\n");
+            return 2;
+        }
+        sluice_sampler_free(probe);
+    }
+    sluice_ctx *ctx = h.open(a.model);
+    if (!ctx) return 1;
+    Chat chat{ctx, a, h, {}, {}, {}, -1, {}};
+    if (!chat.init()) {
+        sluice_close(ctx);
+        return 1;
+    }
+    const bool tty = ::isatty(0);
+    if (tty)
+        std::fprintf(stderr, "sluice chat: seed %llu; /reset, /stats, /save FILE, /load FILE, /quit\n",
+                     (unsigned long long)a.sampling.p.seed);
+    std::string line;
+    int rc = 0;
+    for (;;) {
+        if (tty) {
+            std::fputs("> ", stdout);
+            std::fflush(stdout);
+        }
+        if (!std::getline(std::cin, line)) break;
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (line.empty()) continue;
+        if (line[0] == '/' && line.compare(0, 2, "//") != 0) {
+            std::string cmd = line.substr(0, line.find(' '));
+            std::string arg = arg_of(line);
+            if (cmd == "/quit" || cmd == "/exit") break;
+            if (cmd == "/reset") {
+                chat.reset();
+                std::fprintf(stderr, "(conversation reset)\n");
+            } else if (cmd == "/stats") {
+                std::fprintf(stderr, "conversation: %zu tokens, %zu messages\n", chat.conv.history.size(),
+                             chat.conv.messages.size());
+                if (h.print_stats) h.print_stats(ctx);
+            } else if ((cmd == "/save" || cmd == "/load") && arg.empty()) {
+                std::fprintf(stderr, "sluice chat: %s needs a file name\n", cmd.c_str());
+                rc = 1;
+            } else if (cmd == "/save") {
+                if (!chat.save(arg)) rc = 1;
+            } else if (cmd == "/load") {
+                if (!chat.load(arg)) rc = 1;
+            } else {
+                std::fprintf(stderr, "sluice chat: unknown command %s (/reset, /stats, /save FILE, /load FILE, "
+                                     "/quit; start a message with // to send a /)\n",
+                             cmd.c_str());
+            }
+            continue;
+        }
+        if (line[0] == '/') line.erase(0, 1);  // "//text" sends "/text"
+        if (!chat.turn(line)) rc = 1;
+    }
+    if (h.before_close) h.before_close(ctx);
+    sluice_close(ctx);
+    return rc;
+}
+
+}  // namespace sluice

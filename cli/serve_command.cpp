@@ -1,0 +1,167 @@
+// `sluice serve MODEL`: the OpenAI-compatible HTTP server (src/server).
+#include <CLI/CLI.hpp>
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "runtime/memory_plan.h"
+#include "server/server.h"
+#include "server/sluice_model.h"
+#include "sluice/sluice.h"
+
+namespace sluice {
+
+struct ServeCommand {
+    CLI::App *app = nullptr;
+    std::string model, host = "127.0.0.1", api_key, budget = "0", max_body = "1M", model_name;
+    int port = 8000, max_queue = 8, threads = 0, ctx = 0, http_threads = 0;
+    int read_timeout = 30, write_timeout = 30, keep_alive = 5;
+    double request_timeout = 0;
+    bool log = false;
+};
+
+std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
+    auto s = std::make_shared<ServeCommand>();
+    CLI::App *a = app.add_subcommand("serve", "serve the model over an OpenAI-compatible HTTP API");
+    s->app = a;
+    a->add_option("model", s->model, "container directory")->required();
+    a->add_option("--host", s->host, "address to listen on (default 127.0.0.1)");
+    a->add_option("--port", s->port, "TCP port (default 8000; 0 = any free port, printed at start)")
+        ->check(CLI::Range(0, 65535));
+    a->add_option("--api-key", s->api_key,
+                  "require 'Authorization: Bearer KEY' on /v1 routes (default: $SLUICE_API_KEY, else none)");
+    a->add_option("--budget", s->budget, "hard RAM budget, e.g. 2G (default 0: choose; see `sluice plan`)");
+    a->add_option("--max-queue", s->max_queue,
+                  "requests that may wait behind the running one; past it the server answers 429 (default 8)")
+        ->check(CLI::Range(0, 4096));
+    a->add_option("--model-name", s->model_name, "model id clients name (default: the container's directory name)");
+    a->add_option("--ctx", s->ctx, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
+    a->add_option("--threads,-t", s->threads, "worker threads for kernels (0 = all CPUs)")->check(CLI::Range(0, 1024));
+    a->add_option("--max-body", s->max_body, "largest request body accepted; larger gets 413 (default 1M)");
+    a->add_option("--read-timeout", s->read_timeout, "seconds to wait for a request's bytes (default 30)")
+        ->check(CLI::Range(1, 3600));
+    a->add_option("--write-timeout", s->write_timeout, "seconds to wait for a client to take response bytes (default 30)")
+        ->check(CLI::Range(1, 3600));
+    a->add_option("--keep-alive", s->keep_alive, "seconds an idle keep-alive connection stays open (default 5)")
+        ->check(CLI::Range(0, 3600));
+    a->add_option("--request-timeout", s->request_timeout,
+                  "seconds one request may take, queue wait included; a generation cut short ends with "
+                  "finish_reason 'length' (default 0: no limit)")
+        ->check(CLI::Range(0.0, 86400.0));
+    a->add_option("--http-threads", s->http_threads, "HTTP connection threads (default: max-queue + 16)")
+        ->check(CLI::Range(0, 4096));
+    a->add_flag("--log", s->log, "log one line per request on stderr");
+    return s;
+}
+
+namespace {
+
+std::string default_model_name(const std::string &path) {
+    std::filesystem::path p(path);
+    while (!p.empty() && p.filename().empty()) p = p.parent_path();  // "dir/" -> "dir"
+    std::string name = p.filename().string();
+    if (name.size() > 6 && name.compare(name.size() - 6, 6, ".waste") == 0) name.resize(name.size() - 6);
+    return name.empty() ? "sluice" : name;
+}
+
+int serve(ServeCommand &s) {
+    uint64_t budget = 0, max_body = 0;
+    if (!parse_size(s.budget, &budget)) {
+        std::fprintf(stderr, "sluice serve: --budget '%s' is not a size (examples: 2G, 1.5GiB, 512M)\n",
+                     s.budget.c_str());
+        return 2;
+    }
+    if (!parse_size(s.max_body, &max_body) || max_body == 0) {
+        std::fprintf(stderr, "sluice serve: --max-body '%s' is not a positive size (examples: 1M, 64K)\n",
+                     s.max_body.c_str());
+        return 2;
+    }
+    if (s.api_key.empty())
+        if (const char *k = std::getenv("SLUICE_API_KEY")) s.api_key = k;
+
+    // SIGINT/SIGTERM stop the server from a thread of their own (sigwait),
+    // not from a handler: stopping takes locks. Block them before any thread
+    // starts (sluice_open starts I/O and kernel threads) so every thread
+    // inherits the mask. A client that hangs up mid-write must not kill the
+    // process: ignore SIGPIPE.
+    ::signal(SIGPIPE, SIG_IGN);
+    sigset_t stop_set;
+    sigemptyset(&stop_set);
+    sigaddset(&stop_set, SIGINT);
+    sigaddset(&stop_set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_set, nullptr);
+
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.n_threads = s.threads;
+    cfg.max_context = s.ctx;
+    cfg.budget_bytes = budget;
+    sluice_ctx *ctx = nullptr;
+    sluice_status st = sluice_open(s.model.c_str(), &cfg, &ctx);
+    if (st != SLUICE_OK) {
+        std::fprintf(stderr, "sluice serve: cannot open %s: %s: %s\n", s.model.c_str(), sluice_status_name(st),
+                     sluice_last_error(ctx));
+        sluice_close(ctx);
+        return 1;
+    }
+    std::unique_ptr<server::Model> model = server::make_sluice_model(ctx);  // owns ctx now
+    std::string err;
+    if (!server::sluice_model_check(*model, &err)) {
+        std::fprintf(stderr, "sluice serve: %s: %s\n", s.model.c_str(), err.c_str());
+        return 1;
+    }
+
+    server::ServerOptions o;
+    o.host = s.host;
+    o.port = s.port;
+    o.api_key = s.api_key;
+    o.model_name = s.model_name.empty() ? default_model_name(s.model) : s.model_name;
+    o.max_queue = (size_t)s.max_queue;
+    o.max_body = (size_t)max_body;
+    o.read_timeout_s = s.read_timeout;
+    o.write_timeout_s = s.write_timeout;
+    o.keep_alive_s = s.keep_alive;
+    o.request_timeout_s = s.request_timeout;
+    o.http_threads = s.http_threads;
+    o.log_requests = s.log;
+
+    server::Server srv(*model, o);
+    if (!srv.bind(&err)) {
+        std::fprintf(stderr, "sluice serve: %s\n", err.c_str());
+        return 1;
+    }
+    std::thread([&srv, stop_set] {
+        int sig = 0;
+        sigwait(&stop_set, &sig);
+        std::fprintf(stderr, "sluice serve: signal %d, stopping\n", sig);
+        srv.stop();
+    }).detach();
+
+    sluice_info info;
+    sluice_info_get(ctx, &info);
+    std::fprintf(stderr, "sluice serve: %s (%s, vocab %d, context %d), queue %d, %s\n", o.model_name.c_str(),
+                 info.family, model->vocab(), model->context(), s.max_queue,
+                 o.api_key.empty() ? "no API key" : "API key required");
+    // One line on stdout that scripts wait for (the port matters with --port 0).
+    std::printf("listening on http://%s:%d\n", o.host.c_str(), srv.port());
+    std::fflush(stdout);
+    bool ok = srv.run();
+    srv.stop();
+    return ok ? 0 : 1;
+}
+
+}  // namespace
+
+bool run_serve_command(ServeCommand &s, int *rc) {
+    if (!s.app || !s.app->parsed()) return false;
+    *rc = serve(s);
+    return true;
+}
+
+}  // namespace sluice

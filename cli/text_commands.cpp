@@ -1,0 +1,284 @@
+// sluice run, tokenize, detokenize (and the registration of chat).
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/text_gen.h"
+#include "sluice/sluice.h"
+
+namespace sluice {
+
+namespace {
+
+struct RunArgs {
+    std::string model, prompt, system;
+    SamplingOpts sampling;
+    int n = 256;
+    std::vector<std::string> stops;
+    bool raw = false, bos = false, stats = false, print_ids = false;
+};
+
+struct TokArgs {
+    std::string model, text;
+    CLI::Option *text_opt = nullptr;
+    bool markup = false;
+};
+
+struct DetokArgs {
+    std::string model;
+    std::vector<std::string> ids;
+};
+
+std::string read_stdin() {
+    std::string s((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
+    return s;
+}
+
+void report(const char *cmd, sluice_ctx *ctx, sluice_status st) {
+    std::fprintf(stderr, "sluice %s: %s: %s\n", cmd, sluice_status_name(st), sluice_last_error(ctx));
+}
+
+std::string join_ids(const std::vector<int32_t> &ids) {
+    std::string s;
+    for (size_t i = 0; i < ids.size(); i++) {
+        if (i) s += ' ';
+        s += std::to_string(ids[i]);
+    }
+    return s;
+}
+
+// Ids separated by commas and/or whitespace, in one or more arguments.
+bool parse_id_list(const std::vector<std::string> &args, std::vector<int32_t> *ids, std::string *err) {
+    for (const std::string &a : args) {
+        size_t i = 0;
+        while (i < a.size()) {
+            if (a[i] == ',' || std::isspace((unsigned char)a[i])) {
+                i++;
+                continue;
+            }
+            size_t j = i;
+            while (j < a.size() && a[j] != ',' && !std::isspace((unsigned char)a[j])) j++;
+            std::string t = a.substr(i, j - i);
+            if (t.find_first_not_of("0123456789") != std::string::npos || t.size() > 9) {
+                *err = "'" + t + "' is not a token id (expected non-negative integers)";
+                return false;
+            }
+            ids->push_back((int32_t)std::stol(t));
+            i = j;
+        }
+    }
+    return true;
+}
+
+int cmd_run(RunArgs &a, const TextHooks &h) {
+    uint64_t seed = a.sampling.resolve_seed();
+    sluice_sampler *sampler = sluice_sampler_new(&a.sampling.p);
+    if (!sampler) {
+        std::fprintf(stderr, "sluice run: the sampling options are invalid\n");
+        return 2;
+    }
+    sluice_ctx *ctx = h.open(a.model);
+    if (!ctx) {
+        sluice_sampler_free(sampler);
+        return 1;
+    }
+    int rc = 0;
+    auto finish = [&](int code) {
+        if (h.before_close) h.before_close(ctx);
+        sluice_sampler_free(sampler);
+        sluice_close(ctx);
+        return code;
+    };
+    std::vector<int32_t> prompt;
+    GenOptions go;
+    go.n_max = a.n;
+    go.stops = a.stops;
+    sluice_status st;
+    if (a.raw) {
+        // Plain text the model continues: content mode, no template.
+        st = fill_all(prompt, a.prompt.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_tokenize(ctx, a.prompt.data(), a.prompt.size(), o, cap, n);
+        });
+        if (st == SLUICE_OK && (a.bos || prompt.empty())) {
+            int32_t bos = sluice_token_bos(ctx);
+            if (bos < 0 || bos >= sluice_n_vocab(ctx)) {
+                std::fprintf(stderr, "sluice run: %s\n",
+                             prompt.empty() ? "the prompt is empty and the model has no usable BOS token"
+                                            : "the model has no usable BOS token");
+                return finish(1);
+            }
+            prompt.insert(prompt.begin(), bos);
+        }
+    } else {
+        std::vector<sluice_chat_message> msgs;
+        if (!a.system.empty()) msgs.push_back({"system", a.system.c_str()});
+        msgs.push_back({"user", a.prompt.c_str()});
+        st = fill_all(prompt, a.prompt.size() + 64, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_chat_render(ctx, msgs.data(), msgs.size(), 1, o, cap, n);
+        });
+        if (st == SLUICE_OK) {
+            int32_t stop_tok = sluice_chat_stop_token(ctx);
+            if (stop_tok >= 0)
+                go.stop_tokens.push_back(stop_tok);
+            else if (*sluice_chat_stop(ctx))
+                go.stops.push_back(sluice_chat_stop(ctx));
+        }
+    }
+    if (st != SLUICE_OK) {
+        report("run", ctx, st);
+        if (st == SLUICE_E_UNSUPPORTED && !a.raw && sluice_token_eos(ctx) >= 0) std::fprintf(stderr, "sluice run: (--raw skips the chat template)\n");
+        return finish(1);
+    }
+    const int V = sluice_n_vocab(ctx);
+    std::vector<float> logits((size_t)V);
+    auto t0 = std::chrono::steady_clock::now();
+    st = sluice_eval(ctx, prompt.data(), prompt.size(), logits.data());
+    const double t_prompt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (st != SLUICE_OK) {
+        report("run", ctx, st);
+        return finish(1);
+    }
+    std::vector<int32_t> history = prompt;
+    GenResult r = generate(ctx, sampler, logits, history, go, stdout);
+    if (::isatty(1) && (r.text.empty() || r.text.back() != '\n')) std::fputc('\n', stdout);
+    std::fflush(stdout);
+    if (r.why == StopReason::error) {
+        std::fprintf(stderr, "sluice run: %s\n", r.error.c_str());
+        rc = 1;
+    }
+    sluice_stats s{};
+    sluice_stats_get(ctx, &s);
+    const uint64_t acc = s.expert_cache_hits + s.expert_cache_misses;
+    const size_t n_gen = r.ids.size();
+    std::fprintf(stderr,
+                 "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s); generated %zu tokens in %.3f s (%.1f tok/s), "
+                 "stop: %s; expert cache %llu hits, %llu misses (%.1f%%); seed %llu\n",
+                 prompt.size(), t_prompt, prompt.size() / std::max(t_prompt, 1e-9), n_gen, r.seconds,
+                 n_gen / std::max(r.seconds, 1e-9), stop_reason_name(r.why), (unsigned long long)s.expert_cache_hits,
+                 (unsigned long long)s.expert_cache_misses, acc ? 100.0 * s.expert_cache_hits / acc : 0.0,
+                 (unsigned long long)seed);
+    if (a.print_ids) std::fprintf(stderr, "ids: %s\n", join_ids(r.ids).c_str());
+    if (a.stats && h.print_stats) h.print_stats(ctx);
+    return finish(rc);
+}
+
+int cmd_tokenize(TokArgs &a, const TextHooks &h) {
+    std::string text = a.text_opt->count() ? a.text : read_stdin();
+    sluice_ctx *ctx = h.open(a.model);
+    if (!ctx) return 1;
+    std::vector<int32_t> ids;
+    sluice_status st = fill_all(ids, text.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
+        return a.markup ? sluice_tokenize_markup(ctx, text.data(), text.size(), o, cap, n)
+                        : sluice_tokenize(ctx, text.data(), text.size(), o, cap, n);
+    });
+    int rc = 0;
+    if (st != SLUICE_OK) {
+        report("tokenize", ctx, st);
+        rc = 1;
+    } else {
+        std::printf("%s\n", join_ids(ids).c_str());
+    }
+    sluice_close(ctx);
+    return rc;
+}
+
+int cmd_detokenize(DetokArgs &a, const TextHooks &h) {
+    std::vector<int32_t> ids;
+    std::string err;
+    std::vector<std::string> args = a.ids;
+    if (args.empty()) args.push_back(read_stdin());
+    if (!parse_id_list(args, &ids, &err)) {
+        std::fprintf(stderr, "sluice detokenize: %s\n", err.c_str());
+        return 2;
+    }
+    sluice_ctx *ctx = h.open(a.model);
+    if (!ctx) return 1;
+    std::vector<char> text;
+    sluice_status st = fill_all(text, ids.size() * 8, [&](char *o, size_t cap, size_t *n) {
+        return sluice_detokenize(ctx, ids.data(), ids.size(), o, cap, n);
+    });
+    int rc = 0;
+    if (st != SLUICE_OK) {
+        report("detokenize", ctx, st);
+        rc = 1;
+    } else {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+    }
+    sluice_close(ctx);
+    return rc;
+}
+
+}  // namespace
+
+struct TextCommands {
+    TextHooks hooks;
+    RunArgs run;
+    ChatArgs chat;
+    TokArgs tok;
+    DetokArgs detok;
+    CLI::App *run_cmd = nullptr, *chat_cmd = nullptr, *tok_cmd = nullptr, *detok_cmd = nullptr;
+};
+
+std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) {
+    auto t = std::make_shared<TextCommands>();
+    t->hooks = std::move(hooks);
+
+    RunArgs &r = t->run;
+    auto *run = app.add_subcommand("run", "generate text from a prompt (chat template unless --raw)");
+    run->add_option("model", r.model, "container directory")->required();
+    run->add_option("prompt", r.prompt, "the prompt (a user message; with --raw, text to continue)")->required();
+    run->add_option("-n", r.n, "tokens to generate at most (default 256)")->check(CLI::Range(0, 1 << 24));
+    run->add_option("--stop", r.stops, "stop when the text contains this string (repeatable)");
+    run->add_option("--system", r.system, "a system message (chat mode)");
+    run->add_flag("--raw", r.raw, "no chat template: the model continues the prompt text");
+    run->add_flag("--bos", r.bos, "with --raw: start with the BOS token");
+    run->add_flag("--stats", r.stats, "print expert cache and I/O statistics");
+    run->add_flag("--print-ids", r.print_ids, "print the generated token ids on stderr");
+    r.sampling.add(run);
+    t->hooks.add_common(run);
+    t->run_cmd = run;
+
+    ChatArgs &c = t->chat;
+    auto *chat = app.add_subcommand(
+        "chat", "interactive chat on stdin; commands: /reset, /stats, /save FILE, /load FILE, /quit");
+    chat->add_option("model", c.model, "container directory")->required();
+    chat->add_option("-n", c.n_max, "tokens per reply at most (default 1024)")->check(CLI::Range(1, 1 << 24));
+    chat->add_option("--system", c.system, "a system message opening the conversation");
+    chat->add_flag("--print-ids", c.print_ids, "print each reply's token ids on stderr");
+    c.sampling.add(chat);
+    t->hooks.add_common(chat);
+    t->chat_cmd = chat;
+
+    TokArgs &k = t->tok;
+    auto *tk = app.add_subcommand("tokenize", "print the token ids of TEXT (or of stdin)");
+    tk->add_option("model", k.model, "container directory")->required();
+    k.text_opt = tk->add_option("text", k.text, "text to tokenize (default: all of stdin)");
+    tk->add_flag("--markup", k.markup, "special-token strings become their ids");
+    t->hooks.add_common(tk);
+    t->tok_cmd = tk;
+
+    DetokArgs &d = t->detok;
+    auto *dk = app.add_subcommand("detokenize", "print the text of token ids (or of ids on stdin)");
+    dk->add_option("model", d.model, "container directory")->required();
+    dk->add_option("ids", d.ids, "token ids, separated by spaces or commas");
+    t->hooks.add_common(dk);
+    t->detok_cmd = dk;
+    return t;
+}
+
+bool run_text_command(TextCommands &t, int *rc) {
+    if (*t.run_cmd) return *rc = cmd_run(t.run, t.hooks), true;
+    if (*t.chat_cmd) return *rc = cmd_chat(t.chat, t.hooks), true;
+    if (*t.tok_cmd) return *rc = cmd_tokenize(t.tok, t.hooks), true;
+    if (*t.detok_cmd) return *rc = cmd_detokenize(t.detok, t.hooks), true;
+    return false;
+}
+
+}  // namespace sluice

@@ -1,0 +1,353 @@
+#include "synth/synth.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "convert/numeric.h"
+#include "convert/trunk.h"
+#include "convert/vq.h"
+
+namespace sluice {
+namespace {
+
+namespace cv = sluice::convert;
+
+// splitmix64: a fixed, portable stream per (seed, stream id), so any
+// thread schedule writes the same bytes.
+struct Rng {
+    uint64_t s;
+    explicit Rng(uint64_t seed, uint64_t stream) : s(seed * 0x9E3779B97F4A7C15ull ^ (stream + 0x632BE59BD9B4E019ull)) {}
+    uint64_t next() {
+        uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return z ^ (z >> 31);
+    }
+    // Uniform in (-a, a): variance a²/3.
+    float uni(float a) { return (float)((double)(next() >> 11) * (1.0 / 9007199254740992.0) * 2.0 - 1.0) * a; }
+};
+
+struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    int fmt = 0;        // 0 F32, 2 Q8G, 3 Q4G, 7 Q3G
+    float amp = 0.0f;   // uniform amplitude of the random weights
+    float fill = 0.0f;  // constant value (norm weights) when amp == 0
+    int kind = 0;       // 0 plain, 1 A_log
+    uint64_t off = 0, scale_off = 0, bytes = 0;
+};
+
+Status pwrite_all(int fd, const void *p, size_t n, uint64_t off, const std::string &path) {
+    const uint8_t *b = static_cast<const uint8_t *>(p);
+    while (n > 0) {
+        ssize_t w = ::pwrite(fd, b, n, (off_t)off);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return io_error(path + ": write failed: " + std::strerror(errno));
+        b += w;
+        n -= (size_t)w;
+        off += (uint64_t)w;
+    }
+    return Status::ok();
+}
+
+std::vector<Tensor> plan_trunk(const SynthOptions &o, const std::vector<bool> &is_kda) {
+    std::vector<Tensor> t;
+    const int64_t d = o.hidden, C = (int64_t)o.kda_heads * o.kda_dim, D = o.kda_dim;
+    const int mat = o.trunk_bits == 8 ? 2 : (o.trunk_bits == 3 ? 7 : 3);
+    auto m = [&](const std::string &n, int64_t r, int64_t c, float gain = 1.0f) {
+        t.push_back({n, {r, c}, mat, gain * std::sqrt(3.0f / (float)c)});
+    };
+    auto v = [&](const std::string &n, int64_t len, float fill) { t.push_back({n, {len}, 0, 0.0f, fill}); };
+    t.push_back({"model.embed_tokens.weight", {o.vocab, d}, 2, std::sqrt(3.0f)});
+    t.push_back({"lm_head.weight", {o.vocab, d}, 2, std::sqrt(3.0f / (float)d)});
+    v("model.norm.weight", d, 1.0f);
+    const int64_t sh = (int64_t)o.moe_inter * std::max(1, o.shared);
+    for (int L = 0; L < o.layers; L++) {
+        const std::string P = "model.layers." + std::to_string(L) + ".";
+        v(P + "input_layernorm.weight", d, 1.0f);
+        v(P + "post_attention_layernorm.weight", d, 1.0f);
+        const std::string A = P + "self_attn.";
+        if (is_kda[(size_t)L]) {
+            m(A + "q_proj.weight", C, d);
+            m(A + "k_proj.weight", C, d);
+            m(A + "v_proj.weight", C, d);
+            for (const char *c : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
+                t.push_back({A + c, {C, 1, 4}, 0, 0.5f});
+            m(A + "f_a_proj.weight", D, d);
+            m(A + "f_b_proj.weight", C, D);
+            m(A + "b_proj.weight", o.kda_heads, d);
+            t.push_back({A + "A_log", {1, 1, o.kda_heads, 1}, 0, 0.0f, 0.0f, 1});
+            v(A + "dt_bias", C, 0.0f);
+            m(A + "g_a_proj.weight", D, d);
+            m(A + "g_b_proj.weight", C, D);
+            v(A + "o_norm.weight", D, 1.0f);
+            m(A + "o_proj.weight", d, C, 0.5f);
+        } else {
+            m(A + "q_proj.weight", (int64_t)o.heads * (o.d_nope + o.d_rope), d);
+            m(A + "kv_a_proj_with_mqa.weight", o.kv_lora + o.d_rope, d);
+            v(A + "kv_a_layernorm.weight", o.kv_lora, 1.0f);
+            m(A + "kv_b_proj.weight", (int64_t)o.heads * (o.d_nope + o.d_v), o.kv_lora);
+            m(A + "o_proj.weight", d, (int64_t)o.heads * o.d_v, 0.5f);
+        }
+        if (L >= o.first_dense && o.experts > 0) {
+            const std::string M = P + "block_sparse_moe.";
+            m(M + "gate.weight", o.experts, d);
+            v(M + "gate.e_score_correction_bias", o.experts, 0.0f);
+            m(M + "shared_experts.gate_proj.weight", sh, d);
+            m(M + "shared_experts.up_proj.weight", sh, d);
+            m(M + "shared_experts.down_proj.weight", d, sh, 0.5f);
+        } else {
+            m(P + "mlp.gate_proj.weight", o.inter, d);
+            m(P + "mlp.up_proj.weight", o.inter, d);
+            m(P + "mlp.down_proj.weight", d, o.inter, 0.5f);
+        }
+    }
+    std::sort(t.begin(), t.end(), [](const Tensor &a, const Tensor &b) { return a.name < b.name; });
+    return t;
+}
+
+Status write_tensor(int fd, const std::string &path, const Tensor &t, uint64_t seed, uint64_t stream) {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < t.shape.size(); i++) rows *= t.shape[i];
+    const int64_t N = t.shape.back();
+    Rng rng(seed, stream);
+    if (t.fmt == 0) {
+        std::vector<float> x((size_t)(rows * N));
+        for (size_t i = 0; i < x.size(); i++) {
+            if (t.kind == 1) x[i] = std::log(1.0f + 15.0f * (0.5f + 0.5f * rng.uni(1.0f)));  // A_log: a in [1, 16]
+            else x[i] = t.amp > 0 ? rng.uni(t.amp) : t.fill;
+        }
+        return pwrite_all(fd, x.data(), x.size() * 4, t.off, path);
+    }
+    const int64_t n = (N + 127) / 128 * 128, ng = n / 128;
+    const uint64_t rb = cv::trunk_row_bytes(t.fmt, n);
+    // Row blocks keep memory bounded: the 163840-row embedding is 1.5 GB as f32.
+    const int64_t block = std::max<int64_t>(1, (16 << 20) / (N * 4));
+    std::vector<float> x;
+    std::vector<uint8_t> pay;
+    std::vector<uint16_t> sc;
+    for (int64_t r0 = 0; r0 < rows; r0 += block) {
+        const int64_t nr = std::min(block, rows - r0);
+        x.resize((size_t)(nr * N));
+        for (auto &e : x) e = rng.uni(t.amp);
+        pay.assign((size_t)(nr * rb), 0);
+        sc.assign((size_t)(nr * ng), 0);
+        cv::quantize_rows(x.data(), nr, N, t.fmt, pay.data(), sc.data());
+        SLUICE_TRY(pwrite_all(fd, pay.data(), pay.size(), t.off + (uint64_t)r0 * rb, path));
+        SLUICE_TRY(pwrite_all(fd, sc.data(), sc.size() * 2, t.scale_off + (uint64_t)(r0 * ng) * 2, path));
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Status run_synth(const SynthOptions &o, const SynthProgress &progress) {
+    if (o.out.empty()) return arg_error("synth: --out is required");
+    if (o.layers < 1 || o.layers > 128 || o.hidden < 8 || o.hidden % 8 || o.vocab < 1 || o.experts < 0 ||
+        o.top_k < 1 || o.top_k > std::max(1, o.experts) || o.moe_inter % 8 || o.first_dense > o.layers)
+        return arg_error("synth: shape out of range (hidden and moe_inter must be multiples of 8)");
+    if (!(o.index_bits == 8 || (o.index_bits == 6 && o.stages == 4)))
+        return arg_error("synth: index_bits 6 needs stages 4 (VQ4P)");
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    fs::create_directories(o.out, ec);
+    if (ec) return io_error(o.out + ": cannot create: " + ec.message());
+    fs::remove(o.out + "/manifest.json", ec);  // a rerun is incomplete until its manifest is written
+
+    std::vector<bool> is_kda((size_t)o.layers);
+    nlohmann::json kda_layers = nlohmann::json::array();
+    for (int L = 0; L < o.layers; L++) {
+        const int one = L + 1;
+        is_kda[(size_t)L] = !(one % o.mla_every == 0 || one == o.layers);
+        if (is_kda[(size_t)L]) kda_layers.push_back(one);
+    }
+    std::vector<Tensor> trunk = plan_trunk(o, is_kda);
+    uint64_t off = 0;
+    for (Tensor &t : trunk) {
+        int64_t rows = 1;
+        for (size_t i = 0; i + 1 < t.shape.size(); i++) rows *= t.shape[i];
+        const int64_t N = t.shape.back();
+        t.off = off;
+        if (t.fmt == 0) {
+            t.bytes = (uint64_t)(rows * N) * 4;
+        } else {
+            const int64_t n = (N + 127) / 128 * 128;
+            t.scale_off = off + (uint64_t)rows * cv::trunk_row_bytes(t.fmt, n);
+            t.bytes = t.scale_off - off + (uint64_t)(rows * (n / 128)) * 2;
+        }
+        off += t.bytes;
+    }
+
+    const int E = o.index_bits == 6 ? 64 : 256, S = o.stages;
+    const cv::RecordGeom g = cv::record_geometry(o.moe_inter, o.hidden, S, o.index_bits);
+    std::vector<int> moe;
+    for (int L = o.first_dense; L < o.layers && o.experts > 0; L++) moe.push_back(L);
+
+    // Work items: every trunk tensor, then every (layer, expert-range).
+    std::atomic<size_t> next{0};
+    std::mutex mu;
+    Status first_error;
+    const std::string tpath = o.out + "/trunk.bin";
+    int tfd = ::open(tpath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (tfd < 0) return io_error(tpath + ": cannot create: " + std::strerror(errno));
+    std::vector<int> bank_fd(moe.size(), -1);
+    for (size_t i = 0; i < moe.size(); i++) {
+        const std::string p = o.out + "/experts-L" + std::to_string(moe[i]) + ".bin";
+        bank_fd[i] = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (bank_fd[i] < 0) first_error = io_error(p + ": cannot create: " + std::strerror(errno));
+    }
+    const size_t n_items = trunk.size() + moe.size() * (size_t)((o.experts + 15) / 16);
+    std::atomic<size_t> done{0};
+    auto worker = [&] {
+        std::vector<uint8_t> rec(g.stride);
+        std::vector<uint8_t> idx[3];
+        std::vector<uint16_t> scl[3];
+        for (;;) {
+            const size_t i = next++;
+            if (i >= n_items) return;
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                if (!first_error.is_ok()) return;
+            }
+            Status st;
+            if (i < trunk.size()) {
+                st = write_tensor(tfd, tpath, trunk[i], o.seed, i);
+            } else {
+                const size_t j = i - trunk.size(), per = (size_t)((o.experts + 15) / 16);
+                const int L = moe[j / per];
+                const int e0 = (int)(j % per) * 16, e1 = std::min(o.experts, e0 + 16);
+                const std::string p = o.out + "/experts-L" + std::to_string(L) + ".bin";
+                for (int e = e0; e < e1 && st.is_ok(); e++) {
+                    Rng rng(o.seed ^ 0xE0E0E0E0ull, ((uint64_t)L << 32) | (uint64_t)e);
+                    for (int k = 0; k < 3; k++) {
+                        const int64_t rows = g.rows[k], cols = g.cols[k];
+                        idx[k].resize((size_t)(rows * (cols / 8) * S));
+                        // E is 256 or 64: eight codes per draw, masked.
+                        for (size_t q = 0; q < idx[k].size(); q += 8) {
+                            uint64_t w = rng.next();
+                            for (size_t b = 0; b < 8 && q + b < idx[k].size(); b++, w >>= 8)
+                                idx[k][q + b] = (uint8_t)(w & (uint64_t)(E - 1));
+                        }
+                        scl[k].assign((size_t)rows, cv::f32_to_f16(1.0f / std::sqrt((float)cols)));
+                    }
+                    const uint8_t *ip[3] = {idx[0].data(), idx[1].data(), idx[2].data()};
+                    const uint16_t *sp[3] = {scl[0].data(), scl[1].data(), scl[2].data()};
+                    const int cb = (int)(std::find(moe.begin(), moe.end(), L) - moe.begin()) * 3 * S;
+                    std::fill(rec.begin(), rec.end(), 0);
+                    cv::build_record(g, L, e, cb, ip, sp, rec.data());
+                    st = pwrite_all(bank_fd[j / per], rec.data(), rec.size(), (uint64_t)e * g.stride, p);
+                }
+            }
+            std::lock_guard<std::mutex> lk(mu);
+            if (!st.is_ok() && first_error.is_ok()) first_error = st;
+            const size_t d = ++done;
+            if (progress && (d % 16 == 0 || d == n_items)) progress("writing", (double)d / (double)n_items);
+        }
+    };
+    std::vector<std::thread> th;
+    for (int t = 0; t < std::max(1, o.jobs); t++) th.emplace_back(worker);
+    for (auto &t : th) t.join();
+    ::close(tfd);
+    for (int fd : bank_fd)
+        if (fd >= 0) ::close(fd);
+    SLUICE_TRY(first_error);
+
+    // Codebooks: 3·S books per MoE layer; stage s scaled by 2^-s like a
+    // residual quantizer's shrinking refinements.
+    {
+        std::string cb;
+        for (size_t j = 0; j < moe.size(); j++)
+            for (int k = 0; k < 3; k++)
+                for (int s = 0; s < S; s++) {
+                    Rng rng(o.seed ^ 0xC0DEB00Cull, (uint64_t)(j * 3 * S + k * S + s));
+                    std::vector<float> ent((size_t)E * 8);
+                    for (auto &x : ent) x = rng.uni(0.6f) * std::ldexp(1.0f, -s);
+                    auto r = cv::codebook_record((uint32_t)(j * 3 * S + k * S + s), ent, E);
+                    cb.append(reinterpret_cast<const char *>(r.data()), r.size());
+                }
+        int fd = ::open((o.out + "/codebooks.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        if (fd < 0) return io_error(o.out + "/codebooks.bin: cannot create");
+        Status st = pwrite_all(fd, cb.data(), cb.size(), 0, o.out + "/codebooks.bin");
+        ::close(fd);
+        SLUICE_TRY(st);
+    }
+
+    nlohmann::ordered_json m;
+    m["format_version"] = 0;
+    m["arch"] = "kimi_linear";
+    m["tensor_prefix"] = "";
+    m["config"] = {{"model_type", "kimi_linear"},
+                   {"architectures", {"KimiLinearForCausalLM"}},
+                   {"hidden_size", o.hidden},
+                   {"num_hidden_layers", o.layers},
+                   {"vocab_size", o.vocab},
+                   {"num_attention_heads", o.heads},
+                   {"intermediate_size", o.inter},
+                   {"moe_intermediate_size", o.moe_inter},
+                   {"num_experts", o.experts},
+                   {"num_experts_per_token", o.top_k},
+                   {"num_shared_experts", o.shared},
+                   {"first_k_dense_replace", o.first_dense},
+                   {"routed_scaling_factor", 2.446},
+                   {"moe_renormalize", true},
+                   {"kv_lora_rank", o.kv_lora},
+                   {"q_lora_rank", nullptr},
+                   {"qk_nope_head_dim", o.d_nope},
+                   {"qk_rope_head_dim", o.d_rope},
+                   {"v_head_dim", o.d_v},
+                   {"mla_use_nope", true},
+                   {"rms_norm_eps", 1e-5},
+                   {"eos_token_id", 1},
+                   {"linear_attn_config",
+                    {{"num_heads", o.kda_heads}, {"head_dim", o.kda_dim}, {"short_conv_kernel_size", 4},
+                     {"kda_layers", kda_layers}}}};
+    m["expert_quant"] = {{"fmt", o.index_bits == 6 ? "VQ4P" : (S == 2 ? "VQ2R" : "VQ3R")},
+                         {"stages", S},
+                         {"vec_dim", 8},
+                         {"entries", E},
+                         {"index_block", 64},
+                         {"index_bits", o.index_bits},
+                         {"bits_per_weight", (double)S * o.index_bits / 8.0}};
+    nlohmann::ordered_json layers = nlohmann::ordered_json::object();
+    for (size_t j = 0; j < moe.size(); j++)
+        layers[std::to_string(moe[j])] = {{"file", "experts-L" + std::to_string(moe[j]) + ".bin"},
+                                          {"experts", o.experts},
+                                          {"bytes", (uint64_t)o.experts * g.stride},
+                                          {"codebook_base", (int)(j * 3 * S)}};
+    m["layers"] = layers;
+    nlohmann::ordered_json tr = nlohmann::ordered_json::array();
+    for (const Tensor &t : trunk) {
+        nlohmann::ordered_json e = {{"name", t.name}, {"fmt", t.fmt}, {"off", t.off}, {"shape", t.shape}};
+        if (t.fmt != 0) {
+            e["group"] = 128;
+            e["scale_off"] = t.scale_off;
+        }
+        e["bytes"] = t.bytes;
+        tr.push_back(e);
+    }
+    m["trunk"] = tr;
+    m["provenance"] = {{"converter", "sluice synth"}, {"seed", o.seed}, {"trunk_bits", o.trunk_bits}};
+    const std::string text = m.dump(1);
+    const std::string tmp = o.out + "/manifest.json.tmp";
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) return io_error(tmp + ": cannot create");
+    Status st = pwrite_all(fd, text.data(), text.size(), 0, tmp);
+    ::close(fd);
+    SLUICE_TRY(st);
+    if (std::rename(tmp.c_str(), (o.out + "/manifest.json").c_str()) != 0)
+        return io_error(o.out + "/manifest.json: cannot rename into place");
+    return Status::ok();
+}
+
+}  // namespace sluice
