@@ -65,6 +65,7 @@ void Scheduler::stop() {
         std::lock_guard<std::mutex> lk(mu_);
         stopping_ = true;
         left.swap(queue_);
+        if (running_) running_->cancel();
     }
     cv_.notify_all();
     ApiError e;
@@ -78,18 +79,30 @@ Scheduler::Submit Scheduler::submit(std::shared_ptr<Job> job) {
     {
         std::lock_guard<std::mutex> lk(mu_);
         if (stopping_) return Submit::stopping;
-        // max_queue counts waiting jobs; the running one is not waiting.
-        if (queue_.size() >= max_queue_) {
+        // max_queue counts waiting jobs; the running one is not waiting (so
+        // with max_queue 0 an idle worker still takes one). The slot of a
+        // finished job is free before its client sees the end (finish() is
+        // called under mu_), so a client's next request never gets a
+        // spurious 429.
+        if (queue_.size() + stats_.running >= max_queue_ + 1) {
             stats_.rejected++;
             return Submit::full;
         }
         queue_.push_back(std::move(job));
         stats_.accepted++;
-        stats_.queued = queue_.size();
-        if (stats_.queued > stats_.peak_queued) stats_.peak_queued = stats_.queued;
+        update_depth();
     }
     cv_.notify_one();
     return Submit::ok;
+}
+
+void Scheduler::update_depth() {
+    // "Waiting" is every job behind the one being served. Between two jobs
+    // the worker is idle for a moment while the next still sits in queue_:
+    // that one is served next, not waiting behind anyone.
+    const uint64_t in_system = queue_.size() + stats_.running;
+    stats_.queued = in_system > 0 ? in_system - 1 : 0;
+    if (stats_.queued > stats_.peak_queued) stats_.peak_queued = stats_.queued;
 }
 
 SchedulerStats Scheduler::stats() const {
@@ -106,7 +119,7 @@ void Scheduler::worker() {
             if (stopping_) return;
             job = std::move(queue_.front());
             queue_.pop_front();
-            stats_.queued = queue_.size();
+            update_depth();
             if (job->cancelled()) {
                 stats_.cancelled++;
                 continue;
@@ -122,6 +135,8 @@ void Scheduler::worker() {
                 continue;
             }
             stats_.running = 1;
+            running_ = job;
+            update_depth();
         }
         GenResult res;
         ApiError err;
@@ -132,10 +147,14 @@ void Scheduler::worker() {
             // Nothing in a request may take the server down: report and go on.
             err = ApiError{500, "server_error", std::string("internal error: ") + ex.what(), {}, {}};
         }
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!ok && err.status == 499 && stopping_)
+            err = ApiError{503, "server_error", "the server is shutting down", {}, {}};
         if (ok) job->finish(res);
         else job->fail(err);
-        std::lock_guard<std::mutex> lk(mu_);
+        running_.reset();
         stats_.running = 0;
+        update_depth();
         if (ok) stats_.completed++;
         else if (err.status == 499) stats_.cancelled++;
         else stats_.failed++;

@@ -60,7 +60,7 @@ private:
 };
 
 struct SchedulerStats {
-    uint64_t queued = 0;     // waiting now
+    uint64_t queued = 0;     // waiting now, behind the job being served
     uint64_t running = 0;    // 0 or 1
     uint64_t max_queue = 0;
     uint64_t accepted = 0;   // submissions taken
@@ -75,7 +75,7 @@ struct SchedulerStats {
 class Scheduler {
 public:
     Scheduler(Model &model, size_t max_queue);
-    ~Scheduler();  // finishes the running job, fails the queued ones
+    ~Scheduler();  // stops the running job at its next token, fails the queued ones
     Scheduler(const Scheduler &) = delete;
     Scheduler &operator=(const Scheduler &) = delete;
 
@@ -86,11 +86,13 @@ public:
 
 private:
     void worker();
+    void update_depth();  // under mu_
     Model &model_;
     const size_t max_queue_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
     std::deque<std::shared_ptr<Job>> queue_;
+    std::shared_ptr<Job> running_;  // so stop() can cut it short
     bool stopping_ = false;
     SchedulerStats stats_;
     std::thread thread_;
