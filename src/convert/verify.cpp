@@ -107,11 +107,38 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
         }, nullptr);
         sink->progress("verify", l.experts, l.experts, "layer " + std::to_string(l.layer));
     }
+    // Exactly the MoE layers have bank entries (FORMAT.md 2.4).
+    const int64_t nl = cfg.value("num_hidden_layers", int64_t{0}), fk = cfg.value("first_k_dense_replace", int64_t{0});
+    for (int64_t L = 0; L < nl; ++L) {
+        bool has = false;
+        for (const WasteLayer& l : c.layers()) has |= l.layer == L;
+        const bool moe = nexp > 0 && L >= fk;
+        if (has != moe)
+            rep->problems.push_back("manifest layers: layer " + std::to_string(L) + (moe ? " is MoE but has no bank entry" : " is dense but has a bank entry"));
+    }
     const int64_t tsz = file_size(dir + "/trunk.bin");
+    if (tsz < 0) rep->problems.push_back(dir + "/trunk.bin: missing");
     for (const ojson& t : c.manifest()["trunk"]) {
-        const uint64_t end = t.value("off", uint64_t{0}) + t.value("bytes", uint64_t{0});
-        if (tsz < 0 || end > static_cast<uint64_t>(tsz))
-            rep->problems.push_back("trunk entry '" + t.value("name", "") + "': extends past trunk.bin");
+        const std::string name = t.value("name", "");
+        const int fmt = t.value("fmt", -1);
+        const uint64_t off = t.value("off", uint64_t{0}), bytes = t.value("bytes", uint64_t{0});
+        const std::vector<int64_t> shape = t.value("shape", std::vector<int64_t>{});
+        int64_t n = shape.empty() ? 0 : 1;
+        for (int64_t d : shape) n *= d;
+        std::string p;
+        if (fmt != kF32 && fmt != kQ8G && fmt != kQ4G && fmt != kQ3G) p = "unknown fmt " + std::to_string(fmt);
+        else if (shape.empty() || shape.size() > 4 || n <= 0) p = "shape must have 1-4 positive dims";
+        else if (tsz >= 0 && off + bytes > static_cast<uint64_t>(tsz)) p = "extends past trunk.bin";
+        else if (fmt == kF32 && bytes != static_cast<uint64_t>(n) * 4) p = "F32 bytes != 4 x elements";
+        else if (fmt != kF32) {
+            const int64_t N = shape.back(), R = n / N, ng = (N + 127) / 128;
+            const uint64_t payload = trunk_row_bytes(fmt, ng * 128) * static_cast<uint64_t>(R);
+            if (t.value("group", 128) != 128) p = "group is not 128";
+            else if (t.value("scale_off", uint64_t{0}) + 2 * static_cast<uint64_t>(R * ng) > static_cast<uint64_t>(tsz) ||
+                     bytes != payload + 2 * static_cast<uint64_t>(R * ng))
+                p = "payload/scales do not fit the shape";
+        }
+        if (!p.empty()) rep->problems.push_back("trunk entry '" + name + "': " + p);
     }
 
     if (!opt.source_dir.empty()) {

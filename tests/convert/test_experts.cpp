@@ -92,3 +92,24 @@ TEST(ConvertVerify, CatchesDamagedRecord) {
     for (const auto& p : rep.problems) named |= p.find("expert 5 of layer 2: checksum mismatch") != std::string::npos;
     EXPECT_TRUE(named);
 }
+
+// verify accepts every container warp wrote (all model families and recipes).
+TEST(ConvertVerify, AcceptsEveryWarpFixture) {
+    if (!ctest::have_fixtures()) GTEST_SKIP() << "fixtures not found at " << ctest::fixtures();
+    int n = 0;
+    for (const auto& de : ctest::fs::directory_iterator(ctest::fixtures() + "/warp")) {
+        if (de.path().extension() != ".waste") continue;
+        VerifyOptions vo;
+        vo.container_dir = de.path().string();
+        VerifyReport rep;
+        std::string err;
+        ctest::QuietSink sink;
+        EXPECT_EQ(run_verify(vo, &rep, &err, &sink), 0) << de.path() << ": " << err;
+        std::printf("%-28s records %lld, header failures %lld, crc failures %lld\n", de.path().filename().c_str(),
+                    static_cast<long long>(rep.records_checked), static_cast<long long>(rep.header_failures),
+                    static_cast<long long>(rep.crc_failures));
+        EXPECT_GT(rep.records_checked, 0);
+        ++n;
+    }
+    EXPECT_GE(n, 4);
+}
