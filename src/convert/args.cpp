@@ -20,7 +20,7 @@ const char* convert_usage() {
            "  --train-vectors N    k-means training vectors (default 300000)\n"
            "  --seed N             sampling / k-means seed (default 0)\n"
            "  --jobs N             worker threads (default: all CPUs); never changes the output\n"
-           "  --force              overwrite a directory holding another conversion\n"
+           "  --force              start over: remove this converter's files from DST first\n"
            "  --quiet              no progress lines\n";
 }
 
@@ -152,7 +152,8 @@ int verify_main(const std::vector<std::string>& args) {
     }
     VerifyReport rep;
     const int rc = run_verify(o, &rep, &err, nullptr);
-    std::fputs(format_verify_report(rep).c_str(), stdout);
+    if (rep.records_checked > 0 || !rep.problems.empty() || !rep.trunk.empty())
+        std::fputs(format_verify_report(rep).c_str(), stdout);
     if (rc != 0) std::fprintf(stderr, "verify: %s\n", err.c_str());
     else std::printf("verify: OK\n");
     return rc;

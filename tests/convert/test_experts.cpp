@@ -60,7 +60,8 @@ TEST(ConvertVerify, CatchesDamagedRecord) {
     if (!ctest::have_fixtures()) GTEST_SKIP() << "fixtures not found at " << ctest::fixtures();
     TempDir d;
     const std::string c = d.sub("c.waste");
-    ctest::fs::copy(ctest::warp_dir("default"), c);
+    ctest::fs::copy(ctest::warp_dir("default"), c);  // ../shared is read-only: damage a copy
+    ctest::fs::permissions(c, ctest::fs::perms::owner_all, ctest::fs::perm_options::add);
     for (const auto& de : ctest::fs::directory_iterator(c))
         ctest::fs::permissions(de.path(), ctest::fs::perms::owner_write, ctest::fs::perm_options::add);
     {
