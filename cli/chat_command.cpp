@@ -10,6 +10,7 @@
 // session samples the same tokens as the one that was saved.
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -74,13 +75,22 @@ struct Chat {
     }
 
     // The tokens that close a reply, given how it ended (its last sampled
-    // token was never fed to the model).
+    // token was never fed to the model). A reply the model ended with a
+    // token of the assistant suffix gets the rest of the suffix after it; an
+    // EOS outside the suffix is replaced by the suffix; a reply cut short
+    // keeps its last token and gets the whole suffix.
     std::vector<int32_t> close_reply(const GenResult &r) {
-        std::vector<int32_t> out;
         if (r.ids.empty()) return suffix;
-        int32_t last = r.ids.back();
-        if (r.why == StopReason::stop_token && !suffix.empty() && last == suffix[0]) return suffix;
-        if (r.why != StopReason::eos && r.why != StopReason::stop_token) out.push_back(last);
+        const int32_t last = r.ids.back();
+        const bool ended = r.why == StopReason::stop_token || r.why == StopReason::eos;
+        auto at = std::find(suffix.rbegin(), suffix.rend(), last);
+        if (ended && at != suffix.rend()) {
+            std::vector<int32_t> out{last};
+            out.insert(out.end(), at.base(), suffix.end());
+            return out;
+        }
+        std::vector<int32_t> out;
+        if (!ended) out.push_back(last);
         out.insert(out.end(), suffix.begin(), suffix.end());
         return out;
     }

@@ -22,7 +22,7 @@ struct RunArgs {
     SamplingOpts sampling;
     int n = 256;
     std::vector<std::string> stops;
-    bool raw = false, bos = false, stats = false, print_ids = false;
+    bool raw = false, bos = false, stats = false, print_ids = false, special = false;
 };
 
 struct TokArgs {
@@ -100,6 +100,7 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
     GenOptions go;
     go.n_max = a.n;
     go.stops = a.stops;
+    go.print_control = a.special;
     sluice_status st;
     if (a.raw) {
         // Plain text the model continues: content mode, no template.
@@ -241,6 +242,7 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     run->add_flag("--bos", r.bos, "with --raw: start with the BOS token");
     run->add_flag("--stats", r.stats, "print expert cache and I/O statistics");
     run->add_flag("--print-ids", r.print_ids, "print the generated token ids on stderr");
+    run->add_flag("--special", r.special, "print control tokens' text too");
     r.sampling.add(run);
     t->hooks.add_common(run);
     t->run_cmd = run;

@@ -116,7 +116,9 @@ GenResult generate(sluice_ctx *ctx, sluice_sampler *sampler, std::vector<float> 
         size_t n = 0;
         // An id with no text (a vocabulary slot the tokenizer does not
         // define) prints nothing.
-        if (sluice_detok_push(dt, t, buf.data(), buf.size(), &n) == SLUICE_OK) emit(filter.push(buf.substr(0, n)));
+        if ((o.print_control || !sluice_token_is_control(ctx, t)) &&
+            sluice_detok_push(dt, t, buf.data(), buf.size(), &n) == SLUICE_OK)
+            emit(filter.push(buf.substr(0, n)));
         if (filter.stopped()) {
             r.why = StopReason::stop_string;
             break;

@@ -53,6 +53,7 @@ struct GenOptions {
     int n_max = 256;                   // tokens to sample at most
     std::vector<int32_t> stop_tokens;  // end the turn (not printed), besides EOS
     std::vector<std::string> stops;    // stop strings (cut from the output)
+    bool print_control = false;        // print control tokens' text too
 };
 
 struct GenResult {

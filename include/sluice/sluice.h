@@ -183,8 +183,9 @@ sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msg
                                  int32_t *out, size_t cap, size_t *n_out);
 /* The string that ends an assistant turn (empty if none); NUL-terminated. */
 const char *sluice_chat_stop(sluice_ctx *ctx);
-/* The control token that ends an assistant turn: the first special token of
- * the stop string; -1 if it has none (or on error, see sluice_last_error). */
+/* The control token that ends an assistant turn: the last special token of
+ * the stop string (<|im_end|>, K3's <|end_of_msg|>); -1 if it has none (or
+ * on error, see sluice_last_error). */
 int32_t sluice_chat_stop_token(sluice_ctx *ctx);
 /* The most bytes one sluice_detok_push or sluice_detok_flush writes: with a
  * buffer this large they never return SLUICE_E_RANGE. */
