@@ -80,17 +80,7 @@ public:
     bool is_control(int32_t id) const override { return sluice_token_is_control(ctx_, id) != 0; }
 
     int32_t chat_stop_token() override {
-        if (stop_known_) return stop_;
-        stop_known_ = true;
-        const char *s = sluice_chat_stop(ctx_);
-        if (!s || !*s) return stop_ = -1;
-        std::vector<int32_t> ids;
-        std::string str(s);
-        fill(&ids, str.size() + 4, [&](int32_t *o, size_t cap, size_t *n) {
-            return sluice_tokenize_markup(ctx_, str.data(), str.size(), o, cap, n);
-        });
-        // Only a stop that is one control token ends a turn by id.
-        stop_ = ids.size() == 1 && is_control(ids[0]) ? ids[0] : -1;
+        if (!stop_known_) stop_ = sluice_chat_stop_token(ctx_), stop_known_ = true;
         return stop_;
     }
 
