@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -70,6 +71,21 @@ bool authorized(const ServerOptions &opt, const httplib::Request &req, ApiError 
 json model_object(const std::string &name, int64_t created) {
     return json{{"id", name}, {"object", "model"}, {"created", created}, {"owned_by", "sluice"}};
 }
+
+// httplib 0.11 listens with a backlog of 5, compiled into Debian's library.
+// Under a burst of new connections (8 clients, each reconnecting after a
+// 429 or a closed keep-alive) the kernel then drops SYNs, and the client
+// retries a second later: a 1 s latency spike for a request that is
+// answered in milliseconds. listen() again on the bound socket raises the
+// backlog (Linux updates it in place); svr_sock_ is protected, hence the
+// subclass.
+class HttpServer final : public httplib::Server {
+public:
+    void widen_backlog(int n) {
+        const socket_t s = svr_sock_;
+        if (s != INVALID_SOCKET) ::listen(s, n);
+    }
+};
 
 // Everything the streaming content provider needs after the handler returns.
 struct StreamState {
@@ -142,7 +158,7 @@ bool stream_events(StreamState &st, httplib::DataSink &sink) {
 
 Server::Server(Model &model, ServerOptions opt) : model_(model), opt_(std::move(opt)) {
     sched_ = std::make_unique<Scheduler>(model_, opt_.max_queue);
-    http_ = std::make_unique<httplib::Server>();
+    http_ = std::make_unique<HttpServer>();
     routes();
 }
 
@@ -166,6 +182,9 @@ bool Server::bind(std::string *err) {
     http_->set_read_timeout(opt_.read_timeout_s, 0);
     http_->set_write_timeout(opt_.write_timeout_s, 0);
     http_->set_keep_alive_timeout(opt_.keep_alive_s);
+    // httplib closes a keep-alive connection after 5 requests by default;
+    // reconnecting costs more than the requests themselves here.
+    http_->set_keep_alive_max_count(1000);
     if (opt_.port == 0) {
         port_ = http_->bind_to_any_port(opt_.host);
         if (port_ <= 0) return *err = "cannot bind to " + opt_.host + " on any port", false;
@@ -176,6 +195,7 @@ bool Server::bind(std::string *err) {
                    false;
         port_ = opt_.port;
     }
+    static_cast<HttpServer &>(*http_).widen_backlog(512);
     return true;
 }
 
