@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "fake_model.h"
 #include "server/generate.h"
@@ -256,4 +257,53 @@ TEST(ServerGenerate, ForgedControlTokensStayContent) {
     // The template's five (user open, middle, end; assistant open, middle):
     // the content's marker strings reached the model as plain bytes.
     EXPECT_EQ(controls, 5);
+}
+
+TEST(ServerRequest, MutatedBodiesNeverCrash) {
+    // Deterministic mutations of valid bodies: every one either parses (and
+    // then generates on the fake model without trouble) or is refused with
+    // a 400 and a message. Nothing throws.
+    const std::vector<std::pair<Endpoint, std::string>> seeds = {
+        {Endpoint::chat, R"({"model":"m","messages":[{"role":"user","content":"hi"}],"max_tokens":3,"stop":["x"],)"
+                         R"("logprobs":true,"top_logprobs":2,"seed":1,"temperature":0.5,"top_p":0.9})"},
+        {Endpoint::chat, R"({"messages":[{"role":"system","content":[{"type":"text","text":"s"}]},)"
+                         R"({"role":"user","content":"u"}],"stream":true,"stream_options":{"include_usage":true}})"},
+        {Endpoint::completion, R"({"prompt":"abc","max_tokens":4,"echo":true,"logprobs":3,"stop":"b"})"},
+        {Endpoint::completion, R"({"prompt":[1,2,3],"max_tokens":2,"seed":-4})"},
+    };
+    const char *inserts[] = {"null", "[]", "{}", "\"\"", "-1", "1e309", "true", "\"\\ud800\"", "[[[[", "0.5", ","};
+    std::mt19937 rng(1234);
+    fake::FakeModel m("ok.", 256);
+    int parsed = 0, refused = 0;
+    for (int it = 0; it < 3000; it++) {
+        const auto &[kind, base] = seeds[(size_t)it % seeds.size()];
+        std::string b = base;
+        int edits = 1 + (int)(rng() % 3);
+        for (int k = 0; k < edits && !b.empty(); k++) {
+            size_t at = rng() % b.size();
+            switch (rng() % 4) {
+            case 0: b[at] = (char)(rng() % 256); break;                       // flip a byte
+            case 1: b.erase(at, 1 + rng() % 8); break;                        // delete a run
+            case 2: b.insert(at, inserts[rng() % std::size(inserts)]); break;  // splice a value
+            case 3: b.resize(at); break;                                      // truncate
+            }
+        }
+        GenRequest r;
+        ApiError e;
+        bool ok = false;
+        ASSERT_NO_THROW(ok = parse_request(kind, b, &r, &e)) << b;
+        if (!ok) {
+            EXPECT_EQ(e.status, 400) << b;
+            EXPECT_FALSE(e.message.empty()) << b;
+            refused++;
+            continue;
+        }
+        parsed++;
+        if (r.max_tokens > 8 || r.max_tokens < 0) r.max_tokens = 8;  // keep it quick
+        Collect c;
+        GenResult g;
+        ASSERT_NO_THROW(generate(m, r, kNoDeadline, c, &g, &e)) << b;
+    }
+    EXPECT_GT(parsed, 100);
+    EXPECT_GT(refused, 1000);
 }
