@@ -10,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "runtime/memory_plan.h"
+#include "convert/convert.h"
 #include "synth/synth.h"
 
 #include <unistd.h>
@@ -342,6 +343,24 @@ bool run_serve_command(ServeCommand &s, int *rc);
 int main(int argc, char **argv) {
     // `kld` has its own argument grammar (KLD.md §7.2).
     if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
+    // convert and verify keep the converter's own argument parser.
+    if (argc > 1 && (std::string(argv[1]) == "convert" || std::string(argv[1]) == "verify")) {
+        // `--src DIR --out DIR` (the documented form) become the positional SRC DST.
+        std::vector<std::string> args, pos;
+        for (int i = 2; i < argc; i++) {
+            const std::string a = argv[i];
+            if ((a == "--src" || a == "--out") && i + 1 < argc) {
+                pos.resize(2);
+                pos[a == "--src" ? 0 : 1] = argv[++i];
+            } else {
+                args.push_back(a);
+            }
+        }
+        if (!pos.empty()) args.insert(args.begin(), pos.begin(), pos.end());
+        const int rc = std::string(argv[1]) == "convert" ? sluice::convert::convert_main(args)
+                                                         : sluice::convert::verify_main(args);
+        return rc == 1 ? 2 : rc;  // bad arguments exit 2, like every other command
+    }
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
     app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
     app.require_subcommand(1);

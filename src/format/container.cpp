@@ -40,7 +40,9 @@ Status Container::open(const std::string &dir) {
     for (int64_t b = 0; b < n_books_; b++) {
         const uint8_t *p = raw.data() + b * rec + 16;
         float *dst = books_.data() + b * book_entries_ * 8;
-        for (int64_t i = 0; i < (int64_t)eq.entries * 8; i++) dst[i] = f16_codebook(rd16(p + 2 * i));
+        // Stored entry-major; kept component-major for the table kernels.
+        for (int64_t c = 0; c < (int64_t)eq.entries; c++)
+            for (int64_t j = 0; j < 8; j++) dst[j * book_entries_ + c] = f16_codebook(rd16(p + 2 * (c * 8 + j)));
     }
 
     SLUICE_TRY(validate_banks(man_, n_books_, mpath));

@@ -34,7 +34,8 @@ public:
     // Reads row r of a described matrix from disk, dequantized to f32.
     Status read_row_f32(const QTensor &desc, int64_t r, float *out) const;
 
-    // Codebooks: n_books records of book_entries() x 8 floats (subnormals
+    // Codebooks: n_books records of 8 x book_entries() floats, component-
+    // major (value j of entry c at [j * book_entries() + c]; subnormals
     // flushed). With 8-bit codes every book is zero-padded to 256 entries, so
     // a corrupt code >= entries reads a zero, never past the table.
     int64_t n_books() const { return n_books_; }

@@ -29,7 +29,10 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
     ops_.pool = pool_.get();
     StoreOptions so;
-    so.cache_bytes = opt_.use_cache ? plan_.cache : 0;
+    // The minimum cache of the floor is shared: without a cache it is the
+    // read-ahead allowance; with one, read-ahead lands in the cache.
+    so.cache_bytes = opt_.use_cache ? plan_.cache - plan_.min_cache / 2 : 0;
+    so.prefetch_bytes = opt_.use_cache ? plan_.min_cache / 2 : plan_.min_cache;
     so.io_threads = opt_.io_threads;
     so.direct = opt_.direct_io;
     so.verify_crc = opt_.verify_records;

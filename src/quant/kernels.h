@@ -15,7 +15,9 @@ struct Kernels {
     // group sum scaled once (MODEL.md §11). Indexed by QFmt code.
     float (*row_dot[8])(const QTensor &W, int64_t r, const float *x);
     float (*dot)(const float *a, const float *b, int64_t n);
-    // VQ lookup table T[(v*S + s)*E + c] = Σ_{j<8} x[8v+j]·book_s[c][j].
+    // VQ lookup table T[(v*S + s)*E + c] = Σ_{j<8} x[8v+j]·book_s[j][c]
+    // (books transposed: component-major, E entries per component, so a
+    // vector of entries loads contiguously).
     void (*vq_table)(const float *x, int64_t nv, int S, int E, const float *const *books, float *T);
     // Byte-coded VQ matrix-vector product over rows [r0, r1):
     // y[r] = scale[r] · Σ_v Σ_s T[v][s][code(r,v,s)], summed v-major in f32.

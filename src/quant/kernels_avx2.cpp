@@ -107,7 +107,6 @@ float row_q3(const QTensor &W, int64_t r, const float *x) {
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
-    const __m256i stride8 = _mm256_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56);
     for (int64_t v = 0; v < nv; v++) {
         const float *xv = x + 8 * v;
         for (int s = 0; s < S; s++) {
@@ -117,57 +116,30 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             for (; c + 8 <= E; c += 8) {
                 __m256 a = _mm256_setzero_ps();
                 for (int j = 0; j < 8; j++)
-                    a = _mm256_fmadd_ps(_mm256_set1_ps(xv[j]), _mm256_i32gather_ps(b + 8 * c + j, stride8, 4), a);
+                    a = _mm256_fmadd_ps(_mm256_set1_ps(xv[j]), _mm256_loadu_ps(b + j * E + c), a);
                 _mm256_storeu_ps(t + c, a);
             }
             for (; c < E; c++) {
                 float a = 0.0f;
-                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[8 * c + j], a);
+                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[j * E + c], a);
                 t[c] = a;
             }
         }
     }
 }
 
-void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
-                int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    const __m256i off = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(S));
-    const __m256i kFF = _mm256_set1_epi32(0xFF);
-    for (; r + 8 <= r1 && ((r & 63) <= 56); r += 8) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t v = 0; v < nv; v++) {
-            const uint8_t *u = idx + vq_unit_index(r, v, nv) * S;
-            const float *t = T + v * S * E;
-            for (int s = 0; s < S; s++) {
-                __m256i code = _mm256_and_si256(_mm256_i32gather_epi32((const int *)(u + s), off, 1), kFF);
-                acc = _mm256_add_ps(acc, _mm256_i32gather_ps(t + s * E, code, 4));
-            }
-        }
-        _mm256_storeu_ps(y + r, _mm256_mul_ps(_mm256_loadu_ps(scale + r), acc));
-    }
-    if (r < r1) kernels_scalar().vq_gemv_u8(T, idx, nv, S, E, scale, y, r, r1);
-}
-
-const Kernels kAvx2 = {
-    "avx2",
-    {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
-    dot_f32,
-    vq_table,
-    vq_gemv_u8,
-    // VQ4P's integer sums are exact, so the scalar kernel is already the
-    // reference; AVX2 reuses it.
-    nullptr,
-};
-
 }  // namespace
 
+// VQ products: the shared block-major scalar kernels (exact, L1-resident).
 const Kernels *kernels_avx2() {
-    static Kernels k = [] {
-        Kernels t = kAvx2;
-        t.vq_gemv_p6 = kernels_scalar().vq_gemv_p6;
-        return t;
-    }();
+    static const Kernels k = {
+        "avx2",
+        {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
+        dot_f32,
+        vq_table,
+        kernels_scalar().vq_gemv_u8,
+        kernels_scalar().vq_gemv_p6,
+    };
     return &k;
 }
 

@@ -112,7 +112,6 @@ float row_q3(const QTensor &W, int64_t r, const float *x) {
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     // For 16 entries at a time: T[c] = Σ_j x_j·book[c][j]; entries are
     // entry-major (8 floats each), so gather component j of 16 entries.
-    const __m512i stride8 = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104, 112, 120);
     for (int64_t v = 0; v < nv; v++) {
         const float *xv = x + 8 * v;
         for (int s = 0; s < S; s++) {
@@ -122,81 +121,32 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             for (; c + 16 <= E; c += 16) {
                 __m512 a = _mm512_setzero_ps();
                 for (int j = 0; j < 8; j++)
-                    a = _mm512_fmadd_ps(_mm512_set1_ps(xv[j]), _mm512_i32gather_ps(stride8, b + 8 * c + j, 4), a);
+                    a = _mm512_fmadd_ps(_mm512_set1_ps(xv[j]), _mm512_loadu_ps(b + j * E + c), a);
                 _mm512_storeu_ps(t + c, a);
             }
             for (; c < E; c++) {
                 float a = 0.0f;
-                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[8 * c + j], a);
+                for (int j = 0; j < 8; j++) a = std::fma(xv[j], b[j * E + c], a);
                 t[c] = a;
             }
         }
     }
 }
 
-// 16 rows per step; each lane accumulates its row in the same order as the
-// scalar kernel (v-major, then stage), so results are bit-identical to it.
-void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
-                int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    const __m512i lanes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-    for (; r + 16 <= r1 && ((r & 63) <= 48); r += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        const __m512i off = _mm512_mullo_epi32(lanes, _mm512_set1_epi32(S));
-        for (int64_t v = 0; v < nv; v++) {
-            const uint8_t *u = idx + vq_unit_index(r, v, nv) * S;
-            const float *t = T + v * S * E;
-            for (int s = 0; s < S; s++) {
-                __m512i code = _mm512_and_si512(_mm512_i32gather_epi32(off, (const int *)(u + s), 1),
-                                                _mm512_set1_epi32(0xFF));
-                acc = _mm512_add_ps(acc, _mm512_i32gather_ps(code, t + s * E, 4));
-            }
-        }
-        _mm512_storeu_ps(y + r, _mm512_mul_ps(_mm512_loadu_ps(scale + r), acc));
-    }
-    if (r < r1) kernels_scalar().vq_gemv_u8(T, idx, nv, S, E, scale, y, r, r1);
-}
-
-void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv, const float *scale, float *y,
-                int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    const __m512i off = _mm512_setr_epi32(0, 3, 6, 9, 12, 15, 18, 21, 24, 27, 30, 33, 36, 39, 42, 45);
-    const __m512i k63 = _mm512_set1_epi32(63), kFF = _mm512_set1_epi32(0xFFFFFF);
-    for (; r + 16 <= r1 && ((r & 63) <= 48); r += 16) {
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b0 = 0; b0 < nv; b0 += 32) {
-            int64_t b1 = b0 + 32 < nv ? b0 + 32 : nv;
-            __m512i isum = _mm512_setzero_si512();
-            for (int64_t v = b0; v < b1; v++) {
-                const uint8_t *u = idx + vq_unit_index(r, v, nv) * 3;
-                const int8_t *t = Tq + v * 256;
-                __m512i w = _mm512_and_si512(_mm512_i32gather_epi32(off, (const int *)u, 1), kFF);
-                for (int s = 0; s < 4; s++) {
-                    __m512i c = _mm512_add_epi32(_mm512_and_si512(_mm512_srli_epi32(w, 6 * s), k63),
-                                                 _mm512_set1_epi32(64 * s));
-                    // Gather 32-bit words at byte offsets, keep the low byte sign-extended.
-                    __m512i g = _mm512_i32gather_epi32(c, (const int *)t, 1);
-                    isum = _mm512_add_epi32(isum, _mm512_srai_epi32(_mm512_slli_epi32(g, 24), 24));
-                }
-            }
-            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(lam[b0 / 32]), _mm512_cvtepi32_ps(isum)));
-        }
-        _mm512_storeu_ps(y + r, _mm512_mul_ps(_mm512_loadu_ps(scale + r), acc));
-    }
-    if (r < r1) kernels_scalar().vq_gemv_p6(Tq, lam, idx, nv, scale, y, r, r1);
-}
-
-const Kernels kAvx512 = {
-    "avx512",
-    {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
-    dot_f32,
-    vq_table,
-    vq_gemv_u8,
-    vq_gemv_p6,
-};
-
 }  // namespace
 
-const Kernels *kernels_avx512() { return &kAvx512; }
+// The VQ products are the scalar kernels: block-major lookups from L1 are
+// exact and as fast as gathers, so every backend shares them.
+const Kernels *kernels_avx512() {
+    static const Kernels k = {
+        "avx512",
+        {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
+        dot_f32,
+        vq_table,
+        kernels_scalar().vq_gemv_u8,
+        kernels_scalar().vq_gemv_p6,
+    };
+    return &k;
+}
 
 }  // namespace sluice

@@ -1,6 +1,18 @@
 #include "runtime/expert_source.h"
 
+#include <sys/mman.h>
+
 namespace sluice {
+
+void RecordFree::operator()(uint8_t *p) const {
+    if (p) ::munmap(p, n);
+}
+
+RecordBytes record_alloc(size_t n) {
+    void *p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    if (p == MAP_FAILED) return RecordBytes(nullptr, RecordFree{0});
+    return RecordBytes(static_cast<uint8_t *>(p), RecordFree{n});
+}
 
 Status SyncExpertSource::fetch(int layer, int expert, ExpertRef *out) {
     const Manifest &m = c_.manifest();
@@ -12,7 +24,7 @@ Status SyncExpertSource::fetch(int layer, int expert, ExpertRef *out) {
     ExpertGeom g = geom_;
     g.stride = it->second.bytes / it->second.experts;
     auto buf = std::make_shared<ExpertBuffer>();
-    buf->bytes = aligned_alloc_bytes((size_t)g.stride, 4096);
+    buf->bytes = record_alloc((size_t)g.stride);
     if (!buf->bytes) return Status(SLUICE_E_NOMEM, "cannot allocate an expert record buffer");
     Status st = f.pread_all(buf->bytes.get(), (size_t)g.stride, (uint64_t)expert * (uint64_t)g.stride);
     if (!st)

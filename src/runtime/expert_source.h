@@ -12,8 +12,18 @@
 
 namespace sluice {
 
+// Record buffers are anonymous mappings, pre-faulted: freeing one returns
+// its pages to the system at once (heap arenas would keep them and let RSS
+// creep past the budget), and no first-touch fault lands in the read path.
+struct RecordFree {
+    size_t n = 0;
+    void operator()(uint8_t *p) const;
+};
+using RecordBytes = std::unique_ptr<uint8_t[], RecordFree>;
+RecordBytes record_alloc(size_t n);
+
 struct ExpertBuffer {
-    AlignedBytes bytes;
+    RecordBytes bytes;
     ExpertView view;
     int layer = -1, expert = -1;
 };

@@ -52,7 +52,7 @@ Status ExpertStore::read_record(int layer, int expert, ExpertRef *out) {
     ExpertGeom g = geom_;
     g.stride = bank->second.bytes / bank->second.experts;
     auto buf = std::make_shared<ExpertBuffer>();
-    buf->bytes = aligned_alloc_bytes((size_t)g.stride, 4096);
+    buf->bytes = record_alloc((size_t)g.stride);
     if (!buf->bytes) return Status(SLUICE_E_NOMEM, "cannot allocate an expert record buffer");
     File &f = files_.at(layer);
     const uint64_t off = (uint64_t)expert * (uint64_t)g.stride;
@@ -154,6 +154,7 @@ Status ExpertStore::fetch(int layer, int expert, ExpertRef *out) {
             cv_done_.wait(lk, [&] { return wait->done; });
             st_.io_wait_seconds += now_s() - t0;
             if (inflight_.count(k) && inflight_[k] == wait) inflight_.erase(k);
+            release_locked(*wait);
             if (!wait->st) return wait->st;
             st_.prefetch_used++;
             *out = wait->ref;
@@ -174,6 +175,13 @@ Status ExpertStore::fetch(int layer, int expert, ExpertRef *out) {
     return Status::ok();
 }
 
+void ExpertStore::release_locked(Inflight &inf) {
+    if (inf.counted) {
+        inflight_bytes_ -= (uint64_t)geom_.stride;
+        inf.counted = false;
+    }
+}
+
 void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool speculative) {
     if (threads_.empty()) return;
     std::lock_guard<std::mutex> lk(mu_);
@@ -182,6 +190,7 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
         const int l = (int)(it->first >> 32);
         if (it->second->done && l != layer && l != layer - 1) {
             st_.prefetch_wasted++;
+            release_locked(*it->second);
             it = inflight_.erase(it);
         } else {
             ++it;
@@ -190,8 +199,11 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
     for (int e : experts) {
         const Key k = key(layer, e);
         if (cache_.count(k) || inflight_.count(k)) continue;
+        if (inflight_bytes_ + (uint64_t)geom_.stride > opt_.prefetch_bytes) break;  // allowance spent
         auto inf = std::make_shared<Inflight>();
         inf->speculative = speculative;
+        inf->counted = true;
+        inflight_bytes_ += (uint64_t)geom_.stride;
         inflight_.emplace(k, inf);
         queue_.emplace_back(k, inf);
         st_.prefetched++;
@@ -222,7 +234,10 @@ void ExpertStore::io_loop() {
                 auto it = inflight_.find(job.first);
                 if (it != inflight_.end() && it->second == job.second) {
                     insert_locked(job.first, ref, true);
-                    if (cache_.count(job.first)) inflight_.erase(it);
+                    if (cache_.count(job.first)) {
+                        release_locked(*job.second);
+                        inflight_.erase(it);
+                    }
                 }
             }
         }

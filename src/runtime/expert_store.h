@@ -19,6 +19,10 @@ namespace sluice {
 
 struct StoreOptions {
     uint64_t cache_bytes = 0;  // 0 = no cache: records live only while in use
+    // Records read ahead but not yet fetched may hold at most this many
+    // bytes outside the cache (the floor's 2 x top-k allowance); requests
+    // beyond it are dropped, so read-ahead can never break the budget.
+    uint64_t prefetch_bytes = 0;
     int io_threads = 2;        // 0 = synchronous reads only (no read-ahead)
     bool direct = true;        // O_DIRECT, with a buffered fallback
     bool verify_crc = false;
@@ -62,7 +66,9 @@ private:
         Status st;
         ExpertRef ref;
         bool speculative = false;
+        bool counted = false;  // holds prefetch allowance
     };
+    void release_locked(Inflight &inf);
     using Key = uint64_t;
     static Key key(int l, int e) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)e; }
 
@@ -83,6 +89,7 @@ private:
     std::deque<std::pair<Key, std::shared_ptr<Inflight>>> queue_;
     std::unordered_map<Key, uint32_t> usage_;
     uint64_t clock_ = 0, used_bytes_ = 0;
+    uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
     StoreStats st_;
     bool stop_ = false;
     std::vector<std::thread> threads_;
