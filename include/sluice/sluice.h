@@ -148,6 +148,8 @@ size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
  * Buffers: functions that fill an array take its capacity and write the
  * count they need to *n_out; if the capacity is too small they return
  * SLUICE_E_RANGE without writing, so the caller can grow and retry.
+ * Text outputs are bytes, not NUL-terminated. The tokenizer is loaded from
+ * the container on first use.
  * ------------------------------------------------------------------------ */
 
 /* Content: never yields a control token, whatever the text says. */
@@ -158,15 +160,21 @@ sluice_status sluice_tokenize_markup(sluice_ctx *ctx, const char *text, size_t l
                                      size_t *n_out);
 /* Bytes of the tokens, concatenated (may end inside a UTF-8 sequence). */
 sluice_status sluice_detokenize(sluice_ctx *ctx, const int32_t *ids, size_t n, char *out, size_t cap, size_t *n_out);
+/* BOS = n_ranks, EOS = n_ranks + 2 or config eos_token_id (FORMAT.md §7.2);
+ * -1 without a tokenizer. */
 int32_t sluice_token_bos(const sluice_ctx *ctx);
 int32_t sluice_token_eos(const sluice_ctx *ctx);
 /* Non-zero for control tokens (specials). */
 int32_t sluice_token_is_control(const sluice_ctx *ctx, int32_t id);
 
-/* Streaming detokenizer: holds back an incomplete UTF-8 sequence. */
+/* Streaming detokenizer: holds back an incomplete UTF-8 sequence; its output
+ * is always valid UTF-8. It uses ctx's tokenizer: free it before closing
+ * ctx. NULL on error (see sluice_last_error(ctx)). */
 typedef struct sluice_detok sluice_detok;
 sluice_detok *sluice_detok_new(sluice_ctx *ctx);
-/* Appends id; writes the text that is now complete. */
+/* Appends id; writes the text that is now complete. A refused call
+ * (SLUICE_E_RANGE for a small buffer or an id without text) consumes
+ * nothing. */
 sluice_status sluice_detok_push(sluice_detok *d, int32_t id, char *out, size_t cap, size_t *n_out);
 /* Writes whatever is held back (invalid trailing bytes become U+FFFD). */
 sluice_status sluice_detok_flush(sluice_detok *d, char *out, size_t cap, size_t *n_out);
@@ -188,7 +196,7 @@ const char *sluice_chat_stop(sluice_ctx *ctx);
  * on error, see sluice_last_error). */
 int32_t sluice_chat_stop_token(sluice_ctx *ctx);
 /* The most bytes one sluice_detok_push or sluice_detok_flush writes: with a
- * buffer this large they never return SLUICE_E_RANGE. */
+ * buffer this large they never refuse for lack of room. */
 size_t sluice_detok_max_chunk(const sluice_detok *d);
 
 /* ------------------------------------------------------------------------
