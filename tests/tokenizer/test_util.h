@@ -1,5 +1,7 @@
 // Shared helpers for the tokenizer unit tests.
 #pragma once
+#include <gtest/gtest.h>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,17 @@ inline std::string fixtures() { return SLUICE_FIXTURES_DIR; }
 inline std::string kimi_tok_dir() { return fixtures() + "/warp/kimi-linear-tok.waste"; }
 inline std::string converted_dir() { return fixtures() + "/warp/converted-default.waste"; }
 inline std::string hf_dir() { return fixtures() + "/hf/tiny-kimi-linear"; }
+
+// Without ../shared/fixtures every test here SKIPs with the reason instead
+// of crashing on a missing tokenizer (a missing prerequisite is a SKIP).
+class FixturesEnv : public ::testing::Environment {
+public:
+    void SetUp() override {
+        if (!std::ifstream(kimi_tok_dir() + "/tokenizer.model").good())
+            GTEST_SKIP() << "fixtures not found at " << fixtures() << " (../shared/fixtures)";
+    }
+};
+inline const bool kFixturesEnvRegistered = (::testing::AddGlobalTestEnvironment(new FixturesEnv), true);
 
 inline std::string b64(const std::string &s) {
     static const char *A = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
