@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "quant/kernels.h"
+#include "quant/unpack_simd.h"
 
 namespace sluice {
 namespace {
@@ -67,22 +68,9 @@ float row_q4(const QTensor &W, int64_t r, const float *x) {
     const float *sc = W.row_scales(r);
     alignas(64) int8_t unp[4096];  // group <= 4096 (checked at load)
     float acc = 0.0f;
-    const __m256i m15 = _mm256_set1_epi8(0x0F), bias = _mm256_set1_epi8(8);
     for (int64_t g = 0; g < W.ng; g++) {
         const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        const uint8_t *p4 = q + i0 / 2;
-        int64_t i = 0;
-        for (; i + 64 <= W.group; i += 64) {
-            // Nibbles to bytes in element order: unpack works per 128-bit
-            // lane, so the halves are put back in order afterwards.
-            const __m256i by = _mm256_loadu_si256((const __m256i *)(p4 + i / 2));
-            const __m256i lo = _mm256_and_si256(by, m15), hi = _mm256_and_si256(_mm256_srli_epi16(by, 4), m15);
-            const __m256i e0 = _mm256_unpacklo_epi8(lo, hi), e1 = _mm256_unpackhi_epi8(lo, hi);
-            _mm256_storeu_si256((__m256i *)(unp + i), _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x20), bias));
-            _mm256_storeu_si256((__m256i *)(unp + i + 32),
-                                _mm256_sub_epi8(_mm256_permute2x128_si256(e0, e1, 0x31), bias));
-        }
-        for (; i < W.group; i++) unp[i] = (int8_t)((int)((i & 1) ? (p4[i >> 1] >> 4) : (p4[i >> 1] & 15)) - 8);
+        unpack_q4_group(q + i0 / 2, W.group, unp);
         acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
@@ -95,15 +83,7 @@ float row_q3(const QTensor &W, int64_t r, const float *x) {
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
         const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        // Eight 3-bit fields per 24-bit word; the row's guard byte keeps the
-        // 4-byte load in bounds.
-        for (int64_t i = 0; i < lim; i += 8) {
-            const int64_t bit = 3 * (i0 + i);
-            const uint8_t *p = q + (bit >> 3);
-            uint32_t w = (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-            w >>= (bit & 7);
-            for (int k = 0; k < 8; k++) unp[i + k] = (int8_t)((int)((w >> (3 * k)) & 7) - 4);
-        }
+        unpack_q3_group(q, i0, lim, unp);
         acc += sc[g] * dot_i8(unp, x + i0, lim);
     }
     return acc;
