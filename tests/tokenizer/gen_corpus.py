@@ -12,7 +12,11 @@ Characters are drawn only from code points assigned in Python's
 unicodedata (Unicode 14), so every implementation compared (utf8proc 15,
 Python regex 15, Node's ICU, Rust's regex tables) knows them.
 
-Usage: gen_corpus.py OUT [--seed N]
+With --profile english it writes instead an English-heavy corpus for the
+throughput benchmark (bench/tokenizer_bench.sh): documents of prose
+paragraphs with some code and numbers, about 1.5 MB.
+
+Usage: gen_corpus.py OUT [--seed N] [--profile mixed|english]
 """
 import random
 import sys
@@ -228,11 +232,41 @@ class Gen:
         return bytes(out)
 
 
+def english_docs(g, n_docs):
+    """Documents as a chat or document-ingest workload sends them: paragraphs
+    of prose (most of the bytes), now and then a code block or numbers."""
+    r = g.r
+    docs = []
+    for _ in range(n_docs):
+        paras = []
+        for _ in range(r.randint(3, 12)):
+            k = r.random()
+            if k < 0.84:
+                paras.append(" ".join(g.sentence("en") for _ in range(r.randint(2, 8))))
+            elif k < 0.94:
+                paras.append(g.code())
+            else:
+                paras.append(g.digits())
+        docs.append("\n\n".join(paras))
+    return docs
+
+
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: gen_corpus.py OUT [--seed N]")
+        sys.exit("usage: gen_corpus.py OUT [--seed N] [--profile mixed|english]")
     seed = int(sys.argv[sys.argv.index("--seed") + 1]) if "--seed" in sys.argv else 20240601
+    profile = sys.argv[sys.argv.index("--profile") + 1] if "--profile" in sys.argv else "mixed"
     g = Gen(seed)
+    if profile == "english":
+        docs = english_docs(g, 800)
+        with open(sys.argv[1], "wb") as f:
+            for t in docs:
+                b = t.encode("utf-8")
+                f.write(str(len(b)).encode() + b"\n" + b + b"\n")
+        print(f"corpus: {len(docs)} English-heavy documents, {sum(len(t.encode()) for t in docs)} bytes")
+        return
+    if profile != "mixed":
+        sys.exit(f"gen_corpus.py: unknown profile {profile}")
     plan = [("english", g.english, 700), ("code", g.code, 500), ("whitespace", g.whitespace, 500),
             ("digits", g.digits, 400), ("contractions", g.contractions, 400), ("cjk", g.cjk, 400),
             ("arabic", lambda: g.script("ar"), 200), ("hebrew", lambda: g.script("he"), 200),
