@@ -79,19 +79,25 @@ void BM_VqGemv(benchmark::State &st) {
     for (auto &v : books) v = (float)(rng() % 200) * 1e-3f - 0.1f;
     for (auto &v : x) v = (float)(rng() % 200) * 1e-2f - 1.0f;
     const int unit = p6 ? 3 : S;
-    std::vector<uint8_t> idx((size_t)((kI / 64) * nv * 64 * unit + 64));
-    for (auto &b : idx) b = (uint8_t)rng();
+    // 16 experts' codes (14 MB for VQ3R), used in turn: a real decode streams
+    // each expert's codes once, so they are never hot in L2 as one buffer is.
+    constexpr int kExperts = 16;
+    const size_t per = (size_t)((kI / 64) * nv * 64 * unit + 64);
+    std::vector<uint8_t> idx_all(per * kExperts);
+    for (auto &b : idx_all) b = (uint8_t)rng();
+    int turn = 0;
     std::vector<int8_t> Tq(T.size() + 64);
     const float *bp[4];
     for (int s = 0; s < S; s++) bp[s] = books.data() + s * E * 8;
     for (auto _ : st) {
+        const uint8_t *idx_p = idx_all.data() + per * (size_t)(turn++ % kExperts);
         // One expert matrix: build the table from the input, then the product.
         k->vq_table(x.data(), nv, S, E, bp, T.data());
         if (p6) {
             vq_quantize_table_i8(T.data(), nv, Tq.data(), lam.data());
-            k->vq_gemv_p6(Tq.data(), lam.data(), idx.data(), nv, scale.data(), y.data(), 0, kI);
+            k->vq_gemv_p6(Tq.data(), lam.data(), idx_p, nv, scale.data(), y.data(), 0, kI);
         } else {
-            k->vq_gemv_u8(T.data(), idx.data(), nv, S, E, scale.data(), y.data(), 0, kI);
+            k->vq_gemv_u8(T.data(), idx_p, nv, S, E, scale.data(), y.data(), 0, kI);
         }
         benchmark::DoNotOptimize(y.data());
     }

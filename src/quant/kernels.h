@@ -43,6 +43,10 @@ bool select_kernels(sluice_backend want, const Kernels **out, const char **why);
 // exactly as MODEL.md §2.3 says (a step function: must not be reordered).
 void vq_quantize_table_i8(const float *T, int64_t nv, int8_t *Tq, float *lam);
 
+// Vector positions per tile of the VQ products (see vq_gemv_u8): 32 x 3 KB
+// of VQ3R table stays in L2 while codes stream.
+constexpr int64_t kVqTile = 32;
+
 // Index of the byte unit of (row r, vector v) in a blocked index matrix.
 inline int64_t vq_unit_index(int64_t r, int64_t v, int64_t nv) { return ((r >> 6) * nv + v) * 64 + (r & 63); }
 

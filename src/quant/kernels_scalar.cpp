@@ -84,32 +84,43 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
 // Block-major: for each 64-row block, walk the vector positions once and
 // let all of the block's rows look up the same 1-3 KB slice of the table,
 // which stays in L1 (row-major walks re-read the whole table per row from
-// L2/L3 and ran ~10x slower). Each row still accumulates v-major, then by
+// L2/L3 and ran ~10x slower). Vector positions go in tiles of kVqTile, every
+// row block of the range per tile, so the tile's slice of the table (the
+// whole table is 0.9 MB for a 2304-wide input) stays in L2 while the
+// expert's codes stream past it. Each row still accumulates v-major, then by
 // stage, so the result is bit-identical to a row-at-a-time loop.
 void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
                 int64_t r0, int64_t r1) {
-    for (int64_t b0 = r0 & ~(int64_t)63; b0 < r1; b0 += 64) {
-        const int64_t lo = std::max(b0, r0) - b0, hi = std::min(b0 + 64, r1) - b0;
-        float acc[64] = {0};
-        const uint8_t *blk = idx + (b0 >> 6) * nv * 64 * S;
-        for (int64_t v = 0; v < nv; v++) {
-            const float *t = T + v * S * E;
-            const uint8_t *u = blk + v * 64 * S;
-            if (S == 3) {
-                for (int64_t r = lo; r < hi; r++) {
-                    const uint8_t *c = u + r * 3;
-                    float a = acc[r];
-                    a += t[c[0]];
-                    a += t[E + c[1]];
-                    a += t[2 * E + c[2]];
-                    acc[r] = a;
+    for (int64_t v0 = 0; v0 < nv; v0 += kVqTile) {
+        const int64_t v1 = std::min(nv, v0 + kVqTile);
+        for (int64_t b0 = r0 & ~(int64_t)63; b0 < r1; b0 += 64) {
+            const int64_t lo = std::max(b0, r0) - b0, hi = std::min(b0 + 64, r1) - b0;
+            float acc[64];
+            // y holds the partial sums between tiles (written once per tile).
+            for (int64_t r = lo; r < hi; r++) acc[r] = v0 == 0 ? 0.0f : y[b0 + r];
+            const uint8_t *blk = idx + (b0 >> 6) * nv * 64 * S;
+            for (int64_t v = v0; v < v1; v++) {
+                const float *t = T + v * S * E;
+                const uint8_t *u = blk + v * 64 * S;
+                if (S == 3) {
+                    for (int64_t r = lo; r < hi; r++) {
+                        const uint8_t *c = u + r * 3;
+                        float a = acc[r];
+                        a += t[c[0]];
+                        a += t[E + c[1]];
+                        a += t[2 * E + c[2]];
+                        acc[r] = a;
+                    }
+                } else {
+                    for (int64_t r = lo; r < hi; r++)
+                        for (int s = 0; s < S; s++) acc[r] += t[s * E + u[r * S + s]];
                 }
-            } else {
-                for (int64_t r = lo; r < hi; r++)
-                    for (int s = 0; s < S; s++) acc[r] += t[s * E + u[r * S + s]];
             }
+            if (v1 == nv)
+                for (int64_t r = lo; r < hi; r++) y[b0 + r] = scale[b0 + r] * acc[r];
+            else
+                for (int64_t r = lo; r < hi; r++) y[b0 + r] = acc[r];
         }
-        for (int64_t r = lo; r < hi; r++) y[b0 + r] = scale[b0 + r] * acc[r];
     }
 }
 

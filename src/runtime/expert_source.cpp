@@ -5,13 +5,67 @@
 namespace sluice {
 
 void RecordFree::operator()(uint8_t *p) const {
-    if (p) ::munmap(p, n);
+    if (!p) return;
+    if (pool && pool->owns(p)) pool->give(p);
+    else ::munmap(p, n);
 }
 
 RecordBytes record_alloc(size_t n) {
     void *p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    if (p == MAP_FAILED) return RecordBytes(nullptr, RecordFree{0});
-    return RecordBytes(static_cast<uint8_t *>(p), RecordFree{n});
+    if (p == MAP_FAILED) return RecordBytes(nullptr, RecordFree{0, nullptr});
+    return RecordBytes(static_cast<uint8_t *>(p), RecordFree{n, nullptr});
+}
+
+std::shared_ptr<RecordPool> RecordPool::create(size_t slot_bytes, size_t slots) {
+    constexpr size_t kHuge = 2u << 20;
+    std::shared_ptr<RecordPool> pool(new RecordPool());
+    pool->slot_ = (slot_bytes + 4095) & ~(size_t)4095;
+    pool->slots_ = slots;
+    if (slots == 0 || pool->slot_ == 0) return pool;
+    // Map 2 MiB more than needed so the slots can start on a huge-page
+    // boundary; the slack is never touched, so it never becomes resident.
+    pool->map_bytes_ = pool->slot_ * slots + kHuge;
+    void *m = ::mmap(nullptr, pool->map_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return nullptr;
+    uint8_t *base = static_cast<uint8_t *>(m);
+    pool->map_base_ = base;
+    pool->base_ = reinterpret_cast<uint8_t *>(((uintptr_t)base + kHuge - 1) & ~(uintptr_t)(kHuge - 1));
+#ifdef MADV_HUGEPAGE
+    ::madvise(pool->base_, pool->slot_ * slots, MADV_HUGEPAGE);  // advisory: 4 KiB pages still work
+#endif
+    // Fault every page in now, once, instead of in the read path.
+    for (size_t off = 0; off < pool->slot_ * slots; off += 4096) pool->base_[off] = 0;
+    pool->free_.reserve(slots);
+    for (size_t i = slots; i-- > 0;) pool->free_.push_back(pool->base_ + i * pool->slot_);
+    return pool;
+}
+
+RecordPool::~RecordPool() {
+    if (map_base_) ::munmap(map_base_, map_bytes_);
+}
+
+RecordBytes RecordPool::take() {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        if (!free_.empty()) {
+            uint8_t *p = free_.back();
+            free_.pop_back();
+            return RecordBytes(p, RecordFree{slot_, shared_from_this()});
+        }
+        fallbacks_++;
+    }
+    RecordBytes b = record_alloc(slot_);
+    return b;
+}
+
+void RecordPool::give(uint8_t *p) {
+    std::lock_guard<std::mutex> lk(mu_);
+    free_.push_back(p);
+}
+
+size_t RecordPool::fallbacks() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return fallbacks_;
 }
 
 Status SyncExpertSource::fetch(int layer, int expert, ExpertRef *out) {

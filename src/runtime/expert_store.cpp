@@ -40,6 +40,15 @@ Status ExpertStore::init() {
         SLUICE_TRY(s);
         files_.emplace(L, std::move(f));
     }
+    // Every record the store can hold at once: the cache, the read-ahead
+    // allowance, and the one the forward pass is using outside both.
+    if (geom_.stride > 0) {
+        const uint64_t slots = (opt_.cache_bytes + opt_.prefetch_bytes) / (uint64_t)geom_.stride + 1;
+        pool_ = RecordPool::create((size_t)geom_.stride, (size_t)slots);
+        if (!pool_)
+            return Status(SLUICE_E_NOMEM, "cannot map " + std::to_string(slots) + " expert record buffers of " +
+                                              std::to_string(geom_.stride) + " bytes");
+    }
     for (int i = 0; i < opt_.io_threads; i++) threads_.emplace_back([this] { io_loop(); });
     return Status::ok();
 }
@@ -52,7 +61,7 @@ Status ExpertStore::read_record(int layer, int expert, ExpertRef *out) {
     ExpertGeom g = geom_;
     g.stride = bank->second.bytes / bank->second.experts;
     auto buf = std::make_shared<ExpertBuffer>();
-    buf->bytes = record_alloc((size_t)g.stride);
+    buf->bytes = pool_ && (size_t)g.stride <= pool_->slot_bytes() ? pool_->take() : record_alloc((size_t)g.stride);
     if (!buf->bytes) return Status(SLUICE_E_NOMEM, "cannot allocate an expert record buffer");
     File &f = files_.at(layer);
     const uint64_t off = (uint64_t)expert * (uint64_t)g.stride;
@@ -276,6 +285,7 @@ StoreStats ExpertStore::store_stats() const {
     StoreStats s = st_;
     s.cache_bytes_used = used_bytes_;
     s.cache_entries = cache_.size();
+    s.pool_fallbacks = pool_ ? pool_->fallbacks() : 0;
     return s;
 }
 

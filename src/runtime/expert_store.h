@@ -36,6 +36,7 @@ struct StoreStats {
     double read_seconds = 0;     // time inside pread, summed over threads
     bool direct_io = false;      // false when the filesystem refused O_DIRECT
     uint64_t cache_bytes_used = 0, cache_entries = 0;
+    uint64_t pool_fallbacks = 0;  // reads that found every pooled buffer taken
 };
 
 class ExpertStore final : public ExpertSource {
@@ -93,6 +94,7 @@ private:
     StoreStats st_;
     bool stop_ = false;
     std::vector<std::thread> threads_;
+    std::shared_ptr<RecordPool> pool_;  // declared last: buffers return here while members die
 };
 
 }  // namespace sluice
