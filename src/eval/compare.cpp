@@ -33,7 +33,9 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
     w->top1.resize(size_t(R));
     w->top1_tie.resize(size_t(R));
     w->ref_tied.resize(size_t(R));
-    const Numerics mode = o.compat == Compat::festr2_v0 ? Numerics::festr2_v0 : Numerics::fp64;
+    const Numerics mode = o.compat == Compat::festr2_v0 ? Numerics::festr2_v0
+                          : o.precision == Precision::fp64 ? Numerics::fp64
+                                                           : Numerics::fast;
     for (int64_t r0 = 0; r0 < R; r0 += B) {
         const int64_t n = std::min(B, R - r0);
         KLD_TRY(rs->read(n, xb.data()));
@@ -131,9 +133,15 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     if (!ref.concurrent() || !cand.concurrent()) threads = 1;
     threads = std::min<int>(threads, int(pos.size()));
     const int64_t R = s.context_length - 1;
-    const int64_t plan = int64_t(threads) * 2 * std::max(1, o.rows_per_block) * V * 4 * 2 + int64_t(pos.size()) * R * 64;
+    // §7.8 plan: per worker, row blocks of both operands (and a widening
+    // scratch) plus each operand stream's read-ahead ring; per-token vectors.
+    const int64_t rows = int64_t(threads) * 2 * std::max(1, o.rows_per_block) * V * 4 * 2;
+    const int64_t ahead = int64_t(threads) * int64_t(ref.stream_buffer_bytes() + cand.stream_buffer_bytes());
+    const int64_t plan = rows + ahead + int64_t(pos.size()) * R * 64;
     if (plan > o.max_ram)
-        return err(Code::resource, "RAM plan " + std::to_string(plan) + " bytes exceeds --max-ram " + std::to_string(o.max_ram));
+        return err(Code::resource, "RAM plan " + std::to_string(plan) + " bytes (row blocks " + std::to_string(rows) +
+                                       ", read-ahead " + std::to_string(ahead) + ") exceeds --max-ram " +
+                                       std::to_string(o.max_ram));
 
     std::vector<WindowResult> res(pos.size());
     std::vector<Status> errs(pos.size());
@@ -163,7 +171,10 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     }
 
     const bool compat = o.compat == Compat::festr2_v0;
-    const double tau = 1e-12;
+    // §7.4 clamp tolerance: the fast path's fp32 exp shifts a row's KL by
+    // up to ~1e-7, so an exact 0 can come out slightly negative.
+    const bool fast = o.precision == Precision::fast;
+    const double tau = fast ? 1e-6 : 1e-12;
     json per_window = json::array(), sl_per_window = json::array();
     std::vector<double> all_kl, all_js, all_klraw, wmeans, wsums, wcounts, js_sums, t1_sums, dnll_sums;
     std::map<std::string, std::vector<size_t>> by_domain;
@@ -272,7 +283,11 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     json sl;
     sl["compat"] = compat ? "festr2-v0" : "none";
     sl["numerics"] = compat ? "fp32 log-softmax and sums (festr2 v0), no clamping"
+                     : fast ? "fast: fp32 exp/log1p, fp64 sums in 16 fixed lanes, clamp [-1e-6, 0) to 0"
                             : "fp64, fixed 8-lane blocked sums, clamp [-1e-12, 0) to 0";
+    sl["precision"] = compat ? "festr2-v0" : fast ? "fast" : "fp64";
+    // The ISA changes speed only: scalar, AVX2 and AVX-512 rows are bit-identical.
+    if (fast && !compat) sl["kernel"] = fast_isa_name(fast_isa());
     sl["rng"] = "numpy-pcg64-seedsequence";
     sl["seed"] = o.seed;
     sl["determinism"] = "receipt is bit-identical for any thread count (one worker per window, sequential global reduction)";
@@ -313,7 +328,9 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     for (size_t k = 0; k < order.size() && k < 20; ++k) disc.push_back(json{{"window_index", res[order[k]].window_index}, {"top1", mean_u8(res[order[k]].top1)}});
     sl["high_kld_windows"] = worst;
     sl["top1_discordant_windows"] = disc;
-    sl["integrity"] = hash_err.ok() ? "verified" : "failed";
+    sl["integrity"] = !hash_err.ok()                                       ? "failed"
+                      : ref.hashes_unchecked() || cand.hashes_unchecked() ? "not checked (--verify-hashes off)"
+                                                                          : "verified";
     std::string text;
     char line[512];
     std::snprintf(line, sizeof line,
@@ -352,7 +369,7 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
         text += line;
     }
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    sl["timing"] = json{{"seconds", secs}, {"threads", threads}};
+    sl["timing"] = json{{"seconds", secs}, {"threads", threads}, {"ram_plan_bytes", plan}};
     rc["sluice"] = sl;
     out->receipt = rc;
     out->text = text;

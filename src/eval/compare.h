@@ -13,12 +13,16 @@
 namespace sluice::kld {
 
 enum class Compat { none, festr2_v0 };
+// §7.4: fast (fp32 SIMD exp/log1p, fp64 sums; the default) or the scalar
+// fp64 reference for arbitration. Ignored in festr2-v0 compat mode.
+enum class Precision { fast, fp64 };
 
 struct CompareOptions {
     WindowSel sel;
     int bootstrap_samples = 10000;
     uint64_t seed = 1;
     Compat compat = Compat::none;
+    Precision precision = Precision::fast;
     int threads = 1;
     bool want_js = true;
     bool finite_only = false;      // drop +inf KL tokens from the statistics

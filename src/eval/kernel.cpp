@@ -4,9 +4,12 @@
 #include <limits>
 #include <vector>
 
+#include "eval/kernel_fast.h"
 #include "eval/npstats.h"
 
 namespace sluice::kld {
+
+const fastk::Kernels& fast_kernels(FastIsa isa);  // kernel_fast.cpp
 
 namespace {
 
@@ -78,10 +81,8 @@ Status score_fp64(const float* x, const float* y, int64_t V, int32_t tok, bool w
             if (d > aemax) aemax = d;
         }
         const double p = xf ? std::exp(a) : 0.0;
-        if (p > 0) {
-            if (!yf) kl_inf = true;
-            else kl.l[v & 7] += p * (a - b);
-        }
+        if (xf && !yf) kl_inf = true;  // p > 0 exactly, even where exp underflows
+        else if (p > 0) kl.l[v & 7] += p * (a - b);
         if (want_js) {
             const double q = yf ? std::exp(b) : 0.0;
             double t;
@@ -107,6 +108,45 @@ Status score_fp64(const float* x, const float* y, int64_t V, int32_t tok, bool w
     o->top1_cand = int32_t(hy.argmax);
     o->top1 = hx.argmax == hy.argmax;
     o->top1_tie_aware = tie_hit;
+    o->ref_tied = hx.n_max > 1;
+    if (tok >= 0 && tok < V) {
+        o->nll_ref = ox - double(x[tok]);
+        o->nll_cand = oy - double(y[tok]);
+        o->dp = std::exp(-o->nll_cand) - std::exp(-o->nll_ref);
+    }
+    return {};
+}
+
+// The fast path (§7.4): fp32 exp/log1p, fp64 sums in 16 fixed lanes. Same
+// outputs and conventions as score_fp64; pass 1 and pass 2 run in the
+// kernel of the chosen ISA, and a non-finite row is re-scanned by the fp64
+// head so the error names the same column.
+Status score_fast(const float* x, const float* y, int64_t V, int32_t tok, bool want_js, RowMetrics* o, int64_t* bad,
+                  int* side, FastIsa isa) {
+    const fastk::Kernels& k = fast_kernels(isa);
+    fastk::Head hx, hy;
+    RowHead rh;
+    if (!k.head(x, V, &hx)) {
+        *side = 0;
+        if (Status st = head_fp64(x, V, &rh, bad); st) return st;
+        return err(Code::nonfinite, "fast and fp64 heads disagree");
+    }
+    if (!k.head(y, V, &hy)) {
+        *side = 1;
+        if (Status st = head_fp64(y, V, &rh, bad); st) return st;
+        return err(Code::nonfinite, "fast and fp64 heads disagree");
+    }
+    const double ox = double(hx.max) + std::log(hx.sum), oy = double(hy.max) + std::log(hy.sum);
+    fastk::Pass2 p2;
+    k.pass2(x, y, V, hx.max, hy.max, ox, oy, want_js, &p2);
+    o->kl = p2.kl_inf ? kInf : p2.kl;
+    o->js = want_js ? 0.5 * p2.js2 : 0.0;
+    o->abs_err_mean = p2.ae_sum / double(V);
+    o->abs_err_max = p2.ae_max;
+    o->top1_ref = int32_t(hx.argmax);
+    o->top1_cand = int32_t(hy.argmax);
+    o->top1 = hx.argmax == hy.argmax;
+    o->top1_tie_aware = p2.tie_hit;
     o->ref_tied = hx.n_max > 1;
     if (tok >= 0 && tok < V) {
         o->nll_ref = ox - double(x[tok]);
@@ -175,9 +215,10 @@ Status score_festr2(const float* x, const float* y, int64_t V, int32_t tok, bool
 }  // namespace
 
 Status score_row(const float* x, const float* y, int64_t V, int32_t tok, Numerics mode, bool want_js,
-                 RowMetrics* out, int64_t* bad_col, int* bad_side) {
+                 RowMetrics* out, int64_t* bad_col, int* bad_side, FastIsa isa) {
     *out = RowMetrics{};
     if (mode == Numerics::festr2_v0) return score_festr2(x, y, V, tok, want_js, out, bad_col, bad_side);
+    if (mode == Numerics::fast) return score_fast(x, y, V, tok, want_js, out, bad_col, bad_side, isa);
     return score_fp64(x, y, V, tok, want_js, out, bad_col, bad_side);
 }
 

@@ -23,6 +23,7 @@ const char* kUsage =
     "               [--compat festr2-v0|none] [--bootstrap-samples N] [--seed S] [--threads N] [--json OUT]\n"
     "               [--tokens OUT.safetensors] [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
     "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
+    "               [--precision fast|fp64] [--io buffered|direct] [--read-chunk BYTES]\n"
     "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
     "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
     "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
@@ -93,8 +94,22 @@ Status write_receipt(const Args& a, const json& r) {
     return {};
 }
 
-Status open_operand(const std::string& path, bool verify, std::unique_ptr<Operand>* o) {
-    return open_v0_dir(path, verify, o);
+// Streaming options (§7.8): --io buffered|direct, --read-chunk BYTES.
+Status io_opts(const Args& a, ReadAheadOptions* io) {
+    const std::string m = a.get("--io", "buffered");
+    if (m == "direct") io->mode = IoMode::direct;
+    else if (m != "buffered") return err(Code::usage, "--io: '" + m + "' (buffered or direct)");
+    int64_t v;
+    KLD_TRY(to_int64(a, "--read-chunk", int64_t(io->chunk), &v));
+    if (v < 4096 || v > (int64_t(1) << 30)) return err(Code::usage, "--read-chunk: 4096 to 1 GiB");
+    io->chunk = uint64_t(v);
+    return {};
+}
+
+Status open_operand(const Args& a, const std::string& path, bool verify, std::unique_ptr<Operand>* o) {
+    ReadAheadOptions io;
+    KLD_TRY(io_opts(a, &io));
+    return open_v0_dir(path, verify, io, o);
 }
 
 Status compare_opts(const Args& a, CompareOptions* o) {
@@ -110,6 +125,9 @@ Status compare_opts(const Args& a, CompareOptions* o) {
     o->max_ram = v;
     KLD_TRY(to_int64(a, "--row-block", 8, &v));
     o->rows_per_block = int(v);
+    const std::string pr = a.get("--precision", "fast");
+    if (pr == "fp64") o->precision = Precision::fp64;
+    else if (pr != "fast") return err(Code::usage, "--precision: '" + pr + "' (fast or fp64)");
     const std::string c = a.get("--compat", "none");
     if (c == "festr2-v0") o->compat = Compat::festr2_v0;
     else if (c != "none") return err(Code::usage, "--compat: '" + c + "' is not implemented (festr2-v0 or none)");
@@ -228,7 +246,7 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
         cand = engine_operand(eng.get(), a.get("--model"));
     } else {
         if (!a.has("--candidate")) return err(Code::usage, "compare needs --candidate or --model");
-        KLD_TRY(open_operand(a.get("--candidate"), verify, &cand));
+        KLD_TRY(open_operand(a, a.get("--candidate"), verify, &cand));
     }
     if (refp.size() > 4 && refp.compare(refp.size() - 4, 4, ".kld") == 0) {  // llama.cpp flow
         KldFile f;
@@ -243,7 +261,7 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
     Suite s;
     KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{a.get("--expect-suite-hash"), 0}, &s));
     std::unique_ptr<Operand> ref;
-    KLD_TRY(open_operand(refp, verify, &ref));
+    KLD_TRY(open_operand(a, refp, verify, &ref));
     o.keep_tokens = a.has("--tokens");
     CompareResult r;
     Status st = run_compare(s, *ref, *cand, o, &r);
@@ -335,9 +353,9 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
                 Suite s;
                 KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
                 std::unique_ptr<Operand> ref, ca, cb;
-                KLD_TRY(open_operand(a.get("--reference"), verify, &ref));
-                KLD_TRY(open_operand(a.get("--a"), verify, &ca));
-                KLD_TRY(open_operand(a.get("--b"), verify, &cb));
+                KLD_TRY(open_operand(a, a.get("--reference"), verify, &ref));
+                KLD_TRY(open_operand(a, a.get("--a"), verify, &ca));
+                KLD_TRY(open_operand(a, a.get("--b"), verify, &cb));
                 KLD_TRY(run_paired(s, *ref, *ca, *cb, po, &r, &text));
             }
             out << text;
@@ -356,11 +374,11 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             std::vector<Operand*> rp;
             for (const auto& p : a.kv.at("--runs")) {
                 runs.emplace_back();
-                KLD_TRY(open_operand(p, verify, &runs.back()));
+                KLD_TRY(open_operand(a, p, verify, &runs.back()));
                 rp.push_back(runs.back().get());
             }
             std::unique_ptr<Operand> ref;
-            if (a.has("--reference")) KLD_TRY(open_operand(a.get("--reference"), verify, &ref));
+            if (a.has("--reference")) KLD_TRY(open_operand(a, a.get("--reference"), verify, &ref));
             json r;
             std::string text;
             KLD_TRY(run_noise(s, rp, ref.get(), o, &r, &text));
@@ -376,7 +394,7 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             Suite s;
             KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
             std::unique_ptr<Operand> ref;
-            KLD_TRY(open_operand(a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
+            KLD_TRY(open_operand(a, a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
             std::string warn;
             KLD_TRY(export_kld(s, *ref, ko, a.get("--out"), &warn));
             e << "warning: " << warn << "\n";

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "eval/readahead.h"
 #include "eval/safetensors.h"
 
 namespace sluice::kld {
@@ -51,41 +52,39 @@ Status check_tensor_file(StFile& f, int64_t rows, int64_t V, const std::string& 
     return {};
 }
 
+// Rows of one logits file, streamed by a ReadAhead (§7.8): large preads
+// ahead of the kernel, SHA-256 of the whole file inline on the reader
+// thread, pages dropped after use.
 class FileRows : public RowStream {
 public:
     FileRows(StFile f, const TensorInfo* t, std::string expect_sha, bool verify)
-        : f_(std::move(f)), t_(*t), expect_(std::move(expect_sha)), verify_(verify) {
-        if (verify_) {  // hash the header bytes now; data bytes as they stream by
-            std::vector<char> h(size_t(f_.data_start()));
-            int fd = ::open(f_.path().c_str(), O_RDONLY);
-            if (fd >= 0) {
-                ok_ = ::pread(fd, h.data(), h.size(), 0) == ssize_t(h.size());
-                ::close(fd);
-            } else {
-                ok_ = false;
-            }
-            sha_.update(h.data(), h.size());
-        }
+        : f_(std::move(f)), t_(*t), expect_(std::move(expect_sha)), verify_(verify) {}
+    Status start(const ReadAheadOptions& ro) {
+        ReadAheadOptions o = ro;
+        o.hash = verify_;
+        return ra_.open(f_.path(), f_.data_start() + t_.begin, f_.data_start() + t_.end, o);
     }
     Status read(int64_t n, float* out) override {
-        KLD_TRY(f_.read_rows_f32(t_, uint64_t(row_), uint64_t(n), out));
-        if (verify_) {
-            if (t_.dt == DType::F32) {
-                sha_.update(out, size_t(n) * t_.shape[1] * 4);
-            } else {  // re-read the raw bytes: the hash is of the file, not the widened floats
-                std::vector<uint8_t> raw(size_t(n) * t_.shape[1] * 2);
-                KLD_TRY(f_.pread_data(t_.begin + uint64_t(row_) * t_.shape[1] * 2, raw.data(), raw.size()));
-                sha_.update(raw.data(), raw.size());
-            }
+        if (row_ + n > int64_t(t_.shape[0])) return err(Code::format, f_.path() + ": row read out of range");
+        const uint64_t cnt = uint64_t(n) * t_.shape[1];
+        if (t_.dt == DType::F32) {
+            KLD_TRY(ra_.read(out, cnt * 4));
+        } else {  // BF16/F16: widen after the raw bytes pass the hash
+            raw_.resize(cnt);
+            KLD_TRY(ra_.read(raw_.data(), cnt * 2));
+            if (t_.dt == DType::BF16)
+                for (uint64_t i = 0; i < cnt; ++i) out[i] = bf16_to_f32(raw_[i]);
+            else
+                for (uint64_t i = 0; i < cnt; ++i) out[i] = f16_to_f32(raw_[i]);
         }
         row_ += n;
         return {};
     }
     Status finish() override {
+        std::string h;
+        KLD_TRY(ra_.finish(&h));
         if (!verify_) return {};
-        std::string h = sha_.hex();
-        if (!ok_ || row_ != int64_t(t_.shape[0]))
-            return err(Code::io, f_.path() + ": could not hash the whole file");
+        if (row_ != int64_t(t_.shape[0])) return err(Code::io, f_.path() + ": could not hash the whole file");
         if (h != expect_)
             return err(Code::identity, f_.path() + ": sha256 expected " + expect_ + " (manifest), found " + h);
         return {};
@@ -95,8 +94,8 @@ private:
     TensorInfo t_;
     std::string expect_;
     bool verify_;
-    bool ok_ = true;
-    Sha256 sha_;
+    ReadAhead ra_;
+    std::vector<uint16_t> raw_;
     int64_t row_ = 0;
 };
 
@@ -106,6 +105,7 @@ public:
     json m_;
     int64_t V_ = 0, T_ = 0;
     bool verify_ = true;
+    ReadAheadOptions io_;
     std::string manifest_sha_;
     std::map<int, Record> recs_;
     std::vector<std::string> warn_;
@@ -114,6 +114,8 @@ public:
     std::string label() const override { return dir_; }
     int64_t vocab() const override { return V_; }
     bool concurrent() const override { return true; }
+    uint64_t stream_buffer_bytes() const override { return readahead_bytes(io_); }
+    bool hashes_unchecked() const override { return !verify_; }
     std::vector<std::string> warnings() const override { return warn_; }
     json identity() const override {
         json j;
@@ -157,7 +159,9 @@ public:
         KLD_TRY(f.open(join_path(dir_, r.file)));
         const TensorInfo* t = nullptr;
         KLD_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
-        *out = std::make_unique<FileRows>(std::move(f), t, r.sha256, verify_);
+        auto rows = std::make_unique<FileRows>(std::move(f), t, r.sha256, verify_);
+        KLD_TRY(rows->start(io_));
+        *out = std::move(rows);
         return {};
     }
 
@@ -223,9 +227,14 @@ public:
 }  // namespace
 
 Status open_v0_dir(const std::string& dir, bool verify, std::unique_ptr<Operand>* out) {
+    return open_v0_dir(dir, verify, ReadAheadOptions{}, out);
+}
+
+Status open_v0_dir(const std::string& dir, bool verify, const ReadAheadOptions& io, std::unique_ptr<Operand>* out) {
     auto o = std::make_unique<V0Dir>();
     o->dir_ = dir;
     o->verify_ = verify;
+    o->io_ = io;
     const std::string P = join_path(dir, "manifest.json");
     std::string text;
     KLD_TRY(read_file(P, &text));

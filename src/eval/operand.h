@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "eval/kld_common.h"
+#include "eval/readahead.h"
 #include "eval/suite.h"
 
 namespace sluice::kld {
@@ -46,6 +47,11 @@ public:
     virtual std::string label() const = 0;  // path or model name
     virtual int64_t vocab() const = 0;
     virtual bool concurrent() const = 0;    // several windows may be open at once
+    // Read-ahead memory one open window holds (for the RAM plan, §7.8).
+    virtual uint64_t stream_buffer_bytes() const { return 0; }
+    // True for files read with --verify-hashes off (the receipt must not
+    // claim integrity it did not check).
+    virtual bool hashes_unchecked() const { return false; }
     // Identity checks against the suite and the selected windows (§7.9).
     virtual Status check_suite(const Suite& s, const std::vector<int>& positions) = 0;
     virtual Status open_window(const Suite& s, int pos, std::unique_ptr<RowStream>* out) = 0;
@@ -59,6 +65,8 @@ public:
 };
 
 Status open_v0_dir(const std::string& dir, bool verify_hashes, std::unique_ptr<Operand>* out);
+// With explicit streaming options (chunk size, ring depth, O_DIRECT).
+Status open_v0_dir(const std::string& dir, bool verify_hashes, const ReadAheadOptions& io, std::unique_ptr<Operand>* out);
 std::unique_ptr<Operand> engine_operand(LogitsEngine* e, const std::string& label);
 
 struct CaptureOptions {

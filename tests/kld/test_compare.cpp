@@ -66,9 +66,13 @@ TEST(KldCompare, Fp64MatchesNumpyOracle) {
     if (!have_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy (install python3-numpy)";
     auto& f = fx();
     auto r = dir(f.d + "/ref"), c = dir(f.d + "/cand");
-    CompareResult res;
-    ASSERT_TRUE(run_compare(f.s, *r, *c, CompareOptions{}, &res).ok());
-    double maxd = 0, maxdj = 0, maxdn = 0;
+    CompareResult res, fres;
+    CompareOptions o64;
+    o64.precision = Precision::fp64;  // the 1e-9 bound is the fp64 path's (§7.10)
+    ASSERT_TRUE(run_compare(f.s, *r, *c, o64, &res).ok());
+    auto r2 = dir(f.d + "/ref"), c2 = dir(f.d + "/cand");
+    ASSERT_TRUE(run_compare(f.s, *r2, *c2, CompareOptions{}, &fres).ok());  // the default: fast
+    double maxd = 0, maxdj = 0, maxdn = 0, fast_ratio = 0, fast_sum = 0, oracle_sum = 0;
     for (size_t w = 0; w < f.s.windows.size(); ++w) {
         const std::string o = f.d + "/o" + std::to_string(w);
         std::ofstream(o + ".x", std::ios::binary).write(reinterpret_cast<const char*>(f.ref[w].data()), std::streamsize(f.ref[w].size() * 4));
@@ -78,6 +82,10 @@ TEST(KldCompare, Fp64MatchesNumpyOracle) {
         const WindowResult& wr = res.windows[w];
         for (int i = 0; i < T - 1; ++i) {
             maxd = std::max(maxd, std::fabs(wr.kl[size_t(i)] - j["kl"][i].get<double>()));
+            const double fk = fres.windows[w].kl[size_t(i)], ok = j["kl"][i].get<double>();
+            fast_ratio = std::max(fast_ratio, std::fabs(fk - ok) / (2e-7 + 1e-5 * std::fabs(ok)));
+            fast_sum += fk;
+            oracle_sum += ok;
             maxdj = std::max(maxdj, std::fabs(wr.js[size_t(i)] - j["js"][i].get<double>()));
             maxdn = std::max(maxdn, std::fabs(wr.nll_ref[size_t(i)] - j["nll_ref"][i].get<double>()));
             maxdn = std::max(maxdn, std::fabs(wr.nll_cand[size_t(i)] - j["nll_cand"][i].get<double>()));
@@ -86,6 +94,10 @@ TEST(KldCompare, Fp64MatchesNumpyOracle) {
         }
     }
     std::printf("fp64 vs numpy: max |dKL| %.3g  max |dJS| %.3g  max |dNLL| %.3g\n", maxd, maxdj, maxdn);
+    const double fast_mean = std::fabs(fast_sum - oracle_sum) / double(f.s.windows.size() * (T - 1));
+    std::printf("fast vs numpy: worst |dKL|/(2e-7+1e-5|KL|) %.3g  |mean KL difference| %.3g\n", fast_ratio, fast_mean);
+    EXPECT_LE(fast_ratio, 1.0);  // §7.4 limits
+    EXPECT_LE(fast_mean, 1e-8);
     std::printf("mean KL %.9f  CI95 [%.9f, %.9f]  JS %.9f  top1 %.4f  tie-aware %.4f  PPL ref %.4f cand %.4f\n",
                 res.receipt["kl_reference_to_candidate"]["mean"].get<double>(),
                 res.receipt["kl_window_cluster_bootstrap"]["ci95_low"].get<double>(),

@@ -1,0 +1,79 @@
+// Streaming reads of one operand file (KLD.md §7.8): a reader thread issues
+// large sequential preads into a small ring of buffers, hashes every byte of
+// the file as it passes (SHA-256 inline, so the hash costs no second pass
+// and runs beside the kernel), and drops the pages it has read, so a suite
+// far larger than RAM never evicts the page cache. The consumer takes the
+// bytes of one range in order.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "eval/kld_common.h"
+
+namespace sluice::kld {
+
+enum class IoMode { buffered, direct };
+
+struct ReadAheadOptions {
+    uint64_t chunk = uint64_t(16) << 20;  // bytes per pread (§7.8: 8-64 MiB)
+    int depth = 2;                        // buffers in the ring
+    IoMode mode = IoMode::buffered;
+    bool hash = true;                     // SHA-256 of the whole file
+};
+
+// Bytes of read-ahead memory one stream holds.
+inline uint64_t readahead_bytes(const ReadAheadOptions& o) { return o.chunk * uint64_t(o.depth); }
+
+class ReadAhead {
+public:
+    ReadAhead() = default;
+    ~ReadAhead();
+    ReadAhead(const ReadAhead&) = delete;
+    ReadAhead& operator=(const ReadAhead&) = delete;
+
+    // Streams bytes [begin, end) of path to read(). With hashing on, the
+    // reader covers the whole file [0, size) so the hash is the file's.
+    // IoMode::direct uses O_DIRECT (aligned offsets; the reader aligns down
+    // and skips) and falls back to buffered reads where the filesystem
+    // refuses it.
+    Status open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o);
+    // The next n bytes of the range.
+    Status read(void* dst, uint64_t n);
+    // After the last read: waits for the reader and returns the file's
+    // SHA-256 (hex), or an error if the file could not be read whole.
+    Status finish(std::string* sha256_hex);
+    IoMode mode() const { return mode_; }
+
+private:
+    struct Chunk {
+        uint8_t* buf = nullptr;
+        uint64_t off = 0, len = 0;  // file offset and bytes held
+    };
+    void run();
+    void stop();
+
+    std::string path_;
+    int fd_ = -1;
+    IoMode mode_ = IoMode::buffered;
+    ReadAheadOptions o_;
+    uint64_t size_ = 0, start_ = 0, stop_ = 0;  // reader covers [start_, stop_)
+    uint64_t pos_ = 0, end_ = 0;               // consumer position in [begin, end)
+    std::vector<uint8_t*> bufs_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::deque<uint8_t*> free_;
+    std::deque<Chunk> ready_;
+    size_t used_ = 0;  // bytes of ready_.front() already consumed
+    bool done_ = false, cancel_ = false;
+    Status err_;
+    std::string hex_;
+    std::thread th_;
+};
+
+}  // namespace sluice::kld
