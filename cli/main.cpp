@@ -204,8 +204,40 @@ bool write_f32(const std::string &path, const std::vector<float> &v) {
     return ok;
 }
 
+// --vq4p-ties: the engine's rounding decisions on VQ4P table entries near a
+// .5 (sluice_vq4p_ties_get), one line each, for a margin-aware comparison.
+constexpr double kVq4pTieBand = 1e-3;
+
+bool write_vq4p_ties(sluice_ctx *ctx, const std::string &path, std::string *err) {
+    size_t n = 0;
+    sluice_status st = sluice_vq4p_ties_get(ctx, nullptr, 0, &n);
+    std::vector<sluice_vq4p_tie> v(n);
+    if (st == SLUICE_E_RANGE) st = sluice_vq4p_ties_get(ctx, v.data(), v.size(), &n);
+    if (st != SLUICE_OK) {
+        *err = sluice_last_error(ctx);
+        return false;
+    }
+    FILE *f = std::fopen(path.c_str(), "w");
+    if (!f) {
+        *err = "cannot write " + path;
+        return false;
+    }
+    static const char *kinds[] = {"gate", "up", "down"};
+    std::fprintf(f, "# sluice vq4p-ties 1: entries within %g code units of a rounding boundary%s\n", kVq4pTieBand,
+                 n >= (1u << 18) ? " (record full: truncated)" : "");
+    std::fprintf(f, "# layer pos kind expert index value q\n");
+    for (const sluice_vq4p_tie &t : v)
+        std::fprintf(f, "%d %d %s %d %lld %.9g %d\n", t.layer, t.pos, t.kind >= 0 && t.kind < 3 ? kinds[t.kind] : "?",
+                     t.expert, (long long)t.index, (double)t.value, t.q);
+    if (std::fclose(f) != 0) {
+        *err = "cannot write " + path;
+        return false;
+    }
+    return true;
+}
+
 int cmd_logits(const std::string &model, const Common &c, const std::string &ids_s, const std::string &out,
-               bool chunked, const std::string &trace_dir) {
+               bool chunked, const std::string &trace_dir, const std::string &ties_path) {
     std::vector<int32_t> ids;
     std::string err;
     if (!parse_ids(ids_s, &ids, &err)) {
@@ -226,6 +258,7 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
         }
         sluice_set_trace(ctx, sluice::TraceWriter::callback, &tw);
     }
+    if (!ties_path.empty()) sluice_vq4p_ties_record(ctx, kVq4pTieBand);
     std::vector<float> all((size_t)V * ids.size());
     sluice_status st = sluice_eval_all(ctx, ids.data(), ids.size(), all.data());
     if (st != SLUICE_OK) {
@@ -237,6 +270,10 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     int rc = 0;
     if (!out.empty() && !write_f32(out, last)) {
         std::fprintf(stderr, "sluice logits: cannot write %s\n", out.c_str());
+        rc = 1;
+    }
+    if (!ties_path.empty() && !write_vq4p_ties(ctx, ties_path, &err)) {
+        std::fprintf(stderr, "sluice logits: --vq4p-ties: %s\n", err.c_str());
         rc = 1;
     }
     if (!trace_dir.empty() && !tw.finish(all, V, "sluice " SLUICE_VERSION_STRING, &err)) {
@@ -382,6 +419,9 @@ int main(int argc, char **argv) {
     lg->add_option("--out,-o", out, "output file");
     lg->add_flag("--chunked", chunked, "chunked prefill instead of one token at a time");
     lg->add_option("--trace", trace, "write per-layer hidden states to this directory");
+    std::string ties_path;
+    lg->add_option("--vq4p-ties", ties_path,
+                   "write VQ4P table entries within 1e-3 code units of a rounding boundary, with the code used");
     add_common(lg, &common);
 
     auto *gen = app.add_subcommand("generate", "greedy decoding from token ids");
@@ -430,7 +470,7 @@ int main(int argc, char **argv) {
     }
     if (int src; sluice::run_serve_command(*serve_cmd, &src)) return src;
     if (*info) return cmd_info(model, common, json, fingerprint);
-    if (*lg) return cmd_logits(model, common, ids, out, chunked, trace);
+    if (*lg) return cmd_logits(model, common, ids, out, chunked, trace, ties_path);
     uint64_t b;
     if (!budget_bytes(common, &b)) {
         std::fprintf(stderr, "sluice: --budget '%s' is not a size (examples: 2G, 1.5GiB, 512M)\n", common.budget.c_str());

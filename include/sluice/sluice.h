@@ -280,6 +280,33 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
 /* The plan an open context runs under. */
 sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out);
 
+/* ------------------------------------------------------------------------
+ * Diagnostics: VQ4P rounding decisions (MODEL.md §2.3, §11)
+ *
+ * VQ4P's int8 lookup table is a step function of its input: an entry whose
+ * scaled value T*127/M lies within float noise of a .5 can round either way
+ * in two correct implementations. For a margin-aware comparison, a context
+ * can record its decisions on such entries. Recording changes no numbers.
+ * ------------------------------------------------------------------------ */
+typedef struct sluice_vq4p_tie {
+    int32_t layer;
+    int32_t pos;      /* position in the session */
+    int32_t kind;     /* 0 gate, 1 up, 2 down */
+    int32_t expert;   /* down: the expert; gate and up: -1 (one table for the token's experts) */
+    int64_t index;    /* flat table index: (v * stages + s) * entries + c */
+    float value;      /* f32(T * f32(127/M)), as this engine formed it */
+    int32_t q;        /* the code it used */
+} sluice_vq4p_tie;
+
+/* band > 0 (at most 0.5): from now on, sluice_eval records every table entry
+ * within band code units of a rounding boundary (at most 262144 entries);
+ * band 0 stops recording. Either way clears the record. Containers without
+ * VQ4P experts record nothing. */
+sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band);
+/* Copies the record, closest to a boundary first (buffer rules as in the
+ * text functions: SLUICE_E_RANGE with *n_out set when cap is too small). */
+sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out);
+
 #ifdef __cplusplus
 }
 #endif

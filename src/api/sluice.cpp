@@ -261,6 +261,28 @@ sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path) {
     return st ? SLUICE_OK : fail(ctx, st);
 }
 
+sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!(band >= 0.0 && band <= 0.5))
+        return fail(ctx, SLUICE_E_ARG, "sluice_vq4p_ties_record: band must be in [0, 0.5]");
+    ctx->engine.set_vq4p_diag(band);
+    return SLUICE_OK;
+}
+
+sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!n_out) return fail(ctx, SLUICE_E_ARG, "sluice_vq4p_ties_get: n_out is NULL");
+    const std::vector<sluice::Vq4pEntry> v = ctx->engine.vq4p_near_ties();
+    *n_out = v.size();
+    if (v.size() > cap) return fail(ctx, SLUICE_E_RANGE, "sluice_vq4p_ties_get: buffer too small");
+    if (!v.empty() && !out) return fail(ctx, SLUICE_E_ARG, "sluice_vq4p_ties_get: out is NULL");
+    for (size_t i = 0; i < v.size(); i++) {
+        const sluice::Vq4pEntry &e = v[i];
+        out[i] = sluice_vq4p_tie{e.layer, e.pos, e.kind, e.expert, e.index, e.value, e.q};
+    }
+    return SLUICE_OK;
+}
+
 static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memory_plan *out) {
     std::memset(out, 0, sizeof(*out));
     out->trunk = p.trunk;

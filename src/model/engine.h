@@ -23,6 +23,8 @@ struct Vq4pEntry {
     int layer = -1, pos = -1, kind = -1, expert = -1;  // kind 0 gate, 1 up, 2 down
     int64_t index = -1;                                // flat table index
     double margin = 1e30;                              // distance to the .5 boundary, in code units
+    float value = 0.0f;                                // f32(T * f32(127/M)) as formed here
+    int q = 0;                                         // the code used (after any vq4p_flip)
 };
 
 struct EngineOptions {
@@ -42,6 +44,7 @@ struct EngineOptions {
     bool preload_hotlist = true;
     std::string cgroup_root = "/sys/fs/cgroup", proc_cgroup = "/proc/self/cgroup";
     bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
+    double vq4p_band = 1e-4;  // ... within this many code units of it
     Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
 };
 
@@ -72,8 +75,17 @@ public:
     const MemoryPlan &memory_plan() const { return plan_; }
     // Writes the learned hotlist (per-expert use counts) to path.
     Status save_usage(const std::string &path) const;
-    // Entries within 1e-4 code units of a rounding boundary, closest first.
+    // Entries within vq4p_band code units of a rounding boundary, closest
+    // first (at most kVq4pMaxTies are kept).
     std::vector<Vq4pEntry> vq4p_near_ties() const;
+    // Turns the recording on (band > 0) or off; clears what was recorded.
+    // Changes no numbers.
+    void set_vq4p_diag(double band) {
+        opt_.vq4p_diag = band > 0.0;
+        opt_.vq4p_band = band > 0.0 ? band : 1e-4;
+        vq4p_near_.clear();
+    }
+    static constexpr size_t kVq4pMaxTies = 1u << 18;
 
     void reset();
     // Evaluates n tokens from the current position. logits: n x V if all,

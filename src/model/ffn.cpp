@@ -48,13 +48,14 @@ void Engine::quantize_table(const float *T, int64_t nv, int8_t *Tq, float *lam, 
         for (int64_t i = b0 * 256; i < b1 * 256; i++) {
             const float v = T[i] * fct;
             const double margin = std::fabs(std::fabs((double)v - std::floor((double)v)) - 0.5);
-            if (opt_.vq4p_diag && margin < 1e-4 && std::fabs(v) < 127.0f && vq4p_near_.size() < 4096)
-                vq4p_near_.push_back({L, pos, kind, expert, i, margin});
             if (flip && i == f.index) {
                 const int q = Tq[i];
                 const int alt = (double)v > q ? q + 1 : q - 1;
                 Tq[i] = (int8_t)std::clamp(alt, -127, 127);
             }
+            if (opt_.vq4p_diag && margin < opt_.vq4p_band && std::fabs(v) < 127.0f &&
+                vq4p_near_.size() < kVq4pMaxTies)
+                vq4p_near_.push_back({L, pos, kind, expert, i, margin, v, (int)Tq[i]});
         }
     }
 }

@@ -24,7 +24,10 @@ import compare  # noqa: E402
 SKIP = 77
 TOL = 1e-3          # failure criterion (issue 3)
 FLAG = 1e-4         # the must-show bound: rows above it pass but are flagged
-MAX_TIE_TRIES = 32  # VQ4P near-ties tried one at a time on a row above the bounds
+# `sluice logits --vq4p-ties` records the engine's VQ4P table entries within
+# 1e-3 code units of a rounding boundary (10x the oracle's model.TIE_BAND, so
+# every entry the oracle finds ambiguous is in the engine's record).
+MAX_ADOPT_ROUNDS = 8
 
 # ids used on synthetic containers (vocab 160): MODEL.md 14's 16 ids, and a
 # short prompt spread over the vocabulary.
@@ -58,20 +61,55 @@ class EngineError(Exception):
 
 def engine_logits(sluice, container, ids, chunked=False, threads=1, workdir=None):
     """Last-position logits from `sluice logits` (float64 array)."""
+    return engine_run(sluice, container, ids, chunked, threads, workdir)[0]
+
+
+def engine_run(sluice, container, ids, chunked=False, threads=1, workdir=None, ties=False):
+    """(logits, record): last-position logits from `sluice logits`, and with
+    ties=True the engine's VQ4P rounding decisions near a boundary
+    (`--vq4p-ties`, see read_vq4p_ties), else None.  Recording the decisions
+    does not change the logits."""
     fd, out = tempfile.mkstemp(suffix=".f32", dir=workdir)
     os.close(fd)
+    tie_file = out[:-4] + ".ties" if ties else None
     try:
         cmd = [sluice, "logits", container, "--ids", ",".join(str(i) for i in ids),
                "--out", out, "-t", str(threads), "--verify"]   # record CRCs checked too
         if chunked:
             cmd.append("--chunked")
+        if tie_file:
+            cmd += ["--vq4p-ties", tie_file]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=3600)
         if r.returncode != 0:
             raise EngineError("%s failed (rc %d): %s" % (" ".join(cmd), r.returncode,
                                                         (r.stderr or r.stdout).strip()[-400:]))
-        return np.fromfile(out, dtype="<f4").astype(np.float64)
+        lg = np.fromfile(out, dtype="<f4").astype(np.float64)
+        return lg, (read_vq4p_ties(tie_file) if tie_file else None)
     finally:
-        os.unlink(out)
+        for f in (out, tie_file):
+            if f and os.path.exists(f):
+                os.unlink(f)
+
+
+def read_vq4p_ties(path):
+    """`sluice logits --vq4p-ties` file -> {key: (value, q)}, key as tie_key().
+    Raises EngineError when the engine says its record was truncated."""
+    rec = {}
+    with open(path) as f:
+        for line in f:
+            if line.startswith("#"):
+                if "truncated" in line:
+                    raise EngineError("%s: the engine's VQ4P tie record is truncated" % path)
+                continue
+            L, pos, kind, e, idx, val, q = line.split()
+            rec[tie_key(int(L), int(pos), kind, int(e), int(idx))] = (float(val), int(q))
+    return rec
+
+
+def tie_key(layer, pos, kind, expert, index):
+    """One VQ4P table entry.  Gate and up tables are shared by a token's
+    experts (built from the first one's books), so they carry no expert."""
+    return (layer, pos, kind, expert if kind == "down" else -1, index)
 
 
 # ------------------------------------------------------------------ oracle
@@ -134,30 +172,49 @@ class Oracle:
         self.vq4p_margin = self.model.vq4p_margin
         return last.astype(np.float32).astype(np.float64)
 
-    def best_flip(self, ids, refs, limit=MAX_TIE_TRIES):
-        """VQ4P rounding-tie analysis for a row above the bounds.  The engine's
-        float32 activations can put a table entry that lies within float noise
-        of a .5 on the other side (MODEL.md 11).  Tries the `limit` entries of
-        the last run closest to a boundary one at a time, rounded the other
-        way, and returns (max|diff| over refs, logits, note) of the best one,
-        or None when there is no near-tie."""
-        ties = sorted(self.last_ties, key=lambda z: abs(z["y"] - math.floor(z["y"]) - 0.5))
-        best = None
-        for tie in ties[:limit]:
-            y, q = tie["y"], tie["q"]
-            alt = float(math.floor(y)) if q == math.ceil(y) else float(math.ceil(y))
-            lg = self.logits(ids, force={tie["call"]: [(tuple(tie["entry"]), alt)]})
-            m = max(compare.stats(r, lg)["max"] for r in refs)
-            if best is None or m < best[0]:
-                note = ("VQ4P rounding tie: layer %d token %d %s table, expert %d, entry "
-                        "v,s,c=%s, T*127/M = %.7f (%.1e from a .5) rounded to %d instead of "
-                        "%d: max|diff| %.3e" % (
-                            tie["layer"], tie["token"], tie["kind"], tie["expert"],
-                            tuple(tie["entry"]), y, abs(y - math.floor(y) - 0.5), int(alt),
-                            int(q), m))
-                best = (m, lg, note)
-        self.last_ties = ties
-        return best
+    def adopt_engine_ties(self, ids, record, band=None, max_rounds=MAX_ADOPT_ROUNDS):
+        """Margin-aware comparison for VQ4P (MODEL.md 2.3, 11).  Call right
+        after logits(ids).  `record` is the engine's own rounding decisions
+        near a boundary (engine_run(..., ties=True)).
+
+        For every table entry that lies within `band` (model.TIE_BAND, 1e-4
+        code units) of a .5 in the ORACLE's computation, the oracle takes the
+        engine's code when the engine rounded it the other way; nothing else
+        is touched.  Forcing an entry moves everything downstream, so this is
+        repeated (each run re-derives the set from its own near-ties) until
+        the set stops changing.  Returns a dict: logits (None when nothing
+        was adopted), adopted [(tie, engine value, engine q)], near (oracle
+        near-ties in the final run), matched (of those, in the engine's
+        record), dev (max |engine value - oracle value| over the matched
+        ones, code units), rounds, converged."""
+        import model as model_mod
+        band = model_mod.TIE_BAND if band is None else band
+        ties = self.last_ties
+        force, lg = {}, None
+        out = {"logits": None, "adopted": [], "rounds": 0, "converged": False}
+        for rnd in range(max_rounds + 1):
+            new, adopted, matched, dev = {}, [], 0, 0.0
+            near = [t for t in ties if abs(t["y"] - math.floor(t["y"]) - 0.5) < band]
+            for t in near:
+                e = record.get(tie_key(t["layer"], t["token"], t["kind"], t["expert"], t["index"]))
+                if e is None:
+                    continue              # the engine is not near this boundary: leave it
+                matched += 1
+                dev = max(dev, abs(e[0] - t["y"]))
+                if e[1] != int(t["q"]) and abs(e[1] - t["q"]) == 1:
+                    new.setdefault(t["call"], []).append((tuple(t["entry"]), float(e[1])))
+                    adopted.append((t, e[0], e[1]))
+            out.update(adopted=adopted, near=len(near), matched=matched, dev=dev, rounds=rnd)
+            if new == force:
+                out["converged"] = True
+                break
+            if rnd == max_rounds:
+                break
+            force = new
+            lg = self.logits(ids, force=force)
+            ties = self.last_ties
+        out["logits"] = lg if force else None
+        return out
 
 
 # ------------------------------------------------------------------ rows

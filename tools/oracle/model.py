@@ -438,11 +438,12 @@ class Model:
         dist = (y - torch.floor(y) - 0.5).abs()
         if dist.numel():
             self.vq4p_margin = min(self.vq4p_margin, float(dist.min()))
+            _, S, E = q.shape
             for v, s, c in (dist < TIE_BAND).nonzero().tolist():
                 self.vq4p_ties.append({"call": call, "layer": L, "token": t, "expert": e,
                                        "kind": ("gate", "up", "down")[kind],
-                                       "entry": (v, s, c), "y": float(y[v, s, c]),
-                                       "q": float(q[v, s, c])})
+                                       "entry": (v, s, c), "index": (v * S + s) * E + c,
+                                       "y": float(y[v, s, c]), "q": float(q[v, s, c])})
         for (v, s, c), val in self.vq4p_force.get(call, []):
             q[v, s, c] = val
         return q, lam
