@@ -1,0 +1,161 @@
+// One point of the budget sweep (issue 5), through the C API: open MODEL
+// under a RAM budget, prefill a fixed prompt, decode greedily, and print one
+// JSON line with decode-only counters (the prompt's reads are subtracted),
+// the time the decode spent computing vs waiting for reads, and the
+// process's peak RSS. bench/budget_sweep.sh runs it once per budget in a
+// fresh process with the page cache dropped, next to a sequential O_DIRECT
+// read of the same disk, and prints the table with the I/O floor.
+//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N]
+//   build/bench/bench_budget --disk FILE... (sequential O_DIRECT GB/s)
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "sluice/sluice.h"
+
+namespace {
+
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+long vm_kb(const char *key) {
+    std::ifstream f("/proc/self/status");
+    std::string line;
+    while (std::getline(f, line))
+        if (line.rfind(key, 0) == 0) return std::atol(line.c_str() + std::strlen(key));
+    return -1;
+}
+
+bool parse_size(const char *s, uint64_t *out) {
+    char *end = nullptr;
+    const double v = std::strtod(s, &end);
+    if (end == s || !(v >= 0)) return false;
+    double m = 1;
+    switch (*end) {
+        case 'G': case 'g': m = 1073741824.0; break;
+        case 'M': case 'm': m = 1048576.0; break;
+        case 'K': case 'k': m = 1024.0; break;
+        case 0: break;
+        default: return false;
+    }
+    *out = (uint64_t)(v * m);
+    return true;
+}
+
+// Sequential O_DIRECT reads of whole files in 64 MiB requests: the disk's
+// streaming rate, the denominator of the I/O floor.
+int disk(int n, char **files) {
+    const size_t chunk = 64u << 20;
+    void *buf = nullptr;
+    if (posix_memalign(&buf, 4096, chunk)) return 1;
+    uint64_t total = 0;
+    const double t0 = now();
+    for (int i = 0; i < n; i++) {
+        const int fd = ::open(files[i], O_RDONLY | O_DIRECT);
+        if (fd < 0) {
+            std::fprintf(stderr, "bench_budget: %s: cannot open with O_DIRECT: %s\n", files[i], std::strerror(errno));
+            return 1;
+        }
+        for (uint64_t off = 0;; off += chunk) {
+            const ssize_t r = ::pread(fd, buf, chunk, (off_t)off);
+            if (r <= 0) break;
+            total += (uint64_t)r;
+        }
+        ::close(fd);
+    }
+    const double dt = now() - t0;
+    std::printf("{\"disk_bytes\":%llu,\"disk_seconds\":%.4f,\"disk_gbps\":%.4f}\n", (unsigned long long)total, dt,
+                total / dt / 1e9);
+    std::free(buf);
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+    if (argc > 2 && std::string(argv[1]) == "--disk") return disk(argc - 2, argv + 2);
+    if (argc < 3) {
+        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N]\n"
+                             "       bench_budget --disk FILE...\n");
+        return 2;
+    }
+    const char *model = argv[1];
+    uint64_t budget = 0;
+    if (!parse_size(argv[2], &budget)) {
+        std::fprintf(stderr, "bench_budget: bad budget '%s'\n", argv[2]);
+        return 2;
+    }
+    int threads = 2, n_prompt = 16, n_gen = 32;
+    for (int i = 3; i + 1 < argc; i += 2) {
+        const std::string a = argv[i];
+        const int v = std::atoi(argv[i + 1]);
+        if (a == "--threads") threads = v;
+        else if (a == "--prompt") n_prompt = v;
+        else if (a == "--gen") n_gen = v;
+        else {
+            std::fprintf(stderr, "bench_budget: unknown option %s\n", argv[i]);
+            return 2;
+        }
+    }
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.n_threads = threads;
+    cfg.budget_bytes = budget;
+    cfg.no_hotlist = 1;  // a cold cache: the sweep measures streaming, not a warmed hotlist
+    sluice_ctx *ctx = nullptr;
+    const double t_open = now();
+    if (sluice_open(model, &cfg, &ctx) != SLUICE_OK) {
+        std::fprintf(stderr, "bench_budget: %s\n", sluice_last_error(ctx));
+        sluice_close(ctx);
+        return 1;
+    }
+    const double open_s = now() - t_open;
+    const int V = sluice_n_vocab(ctx);
+    std::vector<int32_t> prompt((size_t)n_prompt);
+    for (int i = 0; i < n_prompt; i++) prompt[(size_t)i] = (int32_t)(((int64_t)i * 7919 + 101) % V);
+    std::vector<float> lg((size_t)V);
+    const double t0 = now();
+    if (sluice_eval(ctx, prompt.data(), prompt.size(), lg.data()) != SLUICE_OK) {
+        std::fprintf(stderr, "bench_budget: %s\n", sluice_last_error(ctx));
+        return 1;
+    }
+    const double t1 = now();
+    sluice_stats s0, s1;
+    sluice_stats_get(ctx, &s0);
+    for (int i = 0; i < n_gen; i++) {
+        int32_t t = (int32_t)(std::max_element(lg.begin(), lg.end()) - lg.begin());
+        if (sluice_eval(ctx, &t, 1, lg.data()) != SLUICE_OK) {
+            std::fprintf(stderr, "bench_budget: %s\n", sluice_last_error(ctx));
+            return 1;
+        }
+    }
+    const double t2 = now();
+    sluice_stats_get(ctx, &s1);
+    sluice_memory_plan plan;
+    sluice_memory_plan_get(ctx, &plan);
+    const double dec = t2 - t1;
+    const uint64_t hits = s1.expert_cache_hits - s0.expert_cache_hits;
+    const uint64_t misses = s1.expert_cache_misses - s0.expert_cache_misses;
+    const uint64_t reads = s1.expert_reads - s0.expert_reads;
+    const uint64_t bytes = s1.expert_bytes_read - s0.expert_bytes_read;
+    const double io_wait = s1.seconds_io_wait - s0.seconds_io_wait;
+    std::printf("{\"budget\":%llu,\"cache_bytes\":%llu,\"floor\":%llu,\"threads\":%d,\"prompt\":%d,\"gen\":%d,"
+                "\"open_s\":%.3f,\"prefill_s\":%.3f,\"decode_s\":%.3f,\"decode_tps\":%.4f,"
+                "\"hits\":%llu,\"misses\":%llu,\"reads\":%llu,\"bytes_read\":%llu,\"bytes_per_token\":%.0f,"
+                "\"io_wait_s\":%.3f,\"compute_s\":%.3f,\"record_bytes\":%llu,\"direct_io\":%d,"
+                "\"vm_hwm_kb\":%ld}\n",
+                (unsigned long long)budget, (unsigned long long)plan.cache, (unsigned long long)plan.floor, threads,
+                n_prompt, n_gen, open_s, t1 - t0, dec, n_gen / dec, (unsigned long long)hits,
+                (unsigned long long)misses, (unsigned long long)reads, (unsigned long long)bytes,
+                (double)bytes / n_gen, io_wait, dec - io_wait, (unsigned long long)plan.record_bytes, s1.direct_io,
+                vm_kb("VmHWM:"));
+    sluice_close(ctx);
+    return 0;
+}
