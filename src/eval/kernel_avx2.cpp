@@ -63,6 +63,31 @@ inline __m256d abs_pd(__m256d v) { return _mm256_andnot_pd(_mm256_set1_pd(-0.0),
 // acc + v in the lanes of m; acc elsewhere (the scalar code skips those).
 inline __m256d add_if(__m256d acc, __m256d m, __m256d v) { return _mm256_blendv_pd(acc, _mm256_add_pd(acc, v), m); }
 
+// exp32_wide of kernel_fast.h on 8 lanes: fp32 reduction and polynomial,
+// then 1 + q and the exact scaling by 2^n in fp64 (lanes 0-3 and 4-7).
+inline void exp8_wide(__m256 t, __m256d* lo, __m256d* hi) {
+    const __m256 lim = _mm256_set1_ps(kExpLo);
+    const __m256 under = _mm256_cmp_ps(t, lim, _CMP_NGE_UQ);
+    const __m256 tc = _mm256_blendv_ps(t, lim, under);
+    const __m256 n = _mm256_round_ps(_mm256_mul_ps(tc, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC1), tc);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(kC2), r);
+    __m256 p = _mm256_set1_ps(kP0);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP1));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP2));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP3));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP4));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kP5));
+    const __m256 q = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r);
+    // 2^n as fp64 bits: (n + 1023) << 52, n in [-126, 0].
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    const __m256i b0 = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(ni)), _mm256_set1_epi64x(1023)), 52);
+    const __m256i b1 = _mm256_slli_epi64(_mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(ni, 1)), _mm256_set1_epi64x(1023)), 52);
+    const __m256d one = _mm256_set1_pd(1.0);
+    *lo = _mm256_andnot_pd(mask_lo(under), _mm256_mul_pd(_mm256_add_pd(one, lo_pd(q)), _mm256_castsi256_pd(b0)));
+    *hi = _mm256_andnot_pd(mask_hi(under), _mm256_mul_pd(_mm256_add_pd(one, hi_pd(q)), _mm256_castsi256_pd(b1)));
+}
+
 bool head(const float* x, int64_t V, Head* h) {
     *h = Head{};
     const int64_t V16 = V & ~int64_t(15);
@@ -85,9 +110,10 @@ bool head(const float* x, int64_t V, Head* h) {
         for (int half = 0; half < 2; ++half) {
             const int64_t at = v + 8 * half;
             const __m256 xv = _mm256_loadu_ps(x + at);
-            const __m256 e = exp8(_mm256_sub_ps(xv, Mv));
-            acc[2 * half] = _mm256_add_pd(acc[2 * half], lo_pd(e));
-            acc[2 * half + 1] = _mm256_add_pd(acc[2 * half + 1], hi_pd(e));
+            __m256d elo, ehi;
+            exp8_wide(_mm256_sub_ps(xv, Mv), &elo, &ehi);
+            acc[2 * half] = _mm256_add_pd(acc[2 * half], elo);
+            acc[2 * half + 1] = _mm256_add_pd(acc[2 * half + 1], ehi);
             const unsigned eq = unsigned(_mm256_movemask_ps(_mm256_cmp_ps(xv, Mv, _CMP_EQ_OQ)));
             if (eq) {
                 if (h->argmax < 0) h->argmax = at + __builtin_ctz(eq);

@@ -30,6 +30,30 @@ inline __m512 exp16(__m512 t) {
     return _mm512_maskz_mul_ps(__mmask16(~under), e, _mm512_castsi512_ps(bits));
 }
 
+// exp32_wide of kernel_fast.h on 16 lanes: fp32 reduction and polynomial,
+// then 1 + q and the exact scaling by 2^n in fp64 (lanes 0-7 and 8-15).
+inline void exp16_wide(__m512 t, __m512d* lo, __m512d* hi) {
+    const __m512 lim = _mm512_set1_ps(kExpLo);
+    const __mmask16 under = _mm512_cmp_ps_mask(t, lim, _CMP_NGE_UQ);
+    const __m512 tc = _mm512_mask_blend_ps(under, t, lim);
+    const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(tc, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC1), tc);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(kC2), r);
+    __m512 p = _mm512_set1_ps(kP0);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kP5));
+    const __m512 q = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r);
+    const __m512d one = _mm512_set1_pd(1.0);
+    const __mmask16 keep = __mmask16(~under);
+    *lo = _mm512_maskz_scalef_pd(__mmask8(keep), _mm512_add_pd(one, _mm512_cvtps_pd(_mm512_castps512_ps256(q))),
+                                 _mm512_cvtps_pd(_mm512_castps512_ps256(n)));
+    *hi = _mm512_maskz_scalef_pd(__mmask8(keep >> 8), _mm512_add_pd(one, _mm512_cvtps_pd(_mm512_extractf32x8_ps(q, 1))),
+                                 _mm512_cvtps_pd(_mm512_extractf32x8_ps(n, 1)));
+}
+
 inline __m512 g16(__m512 u) {
     const __m512 w = _mm512_mul_ps(u, u);
     __m512 P = _mm512_set1_ps(kG4);
@@ -76,9 +100,10 @@ bool head(const float* x, int64_t V, Head* h) {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
     for (int64_t v = 0; v < V16; v += 16) {
         const __m512 xv = _mm512_loadu_ps(x + v);
-        const __m512 e = exp16(_mm512_sub_ps(xv, Mv));
-        a0 = _mm512_add_pd(a0, lo_pd(e));
-        a1 = _mm512_add_pd(a1, hi_pd(e));
+        __m512d elo, ehi;
+        exp16_wide(_mm512_sub_ps(xv, Mv), &elo, &ehi);
+        a0 = _mm512_add_pd(a0, elo);
+        a1 = _mm512_add_pd(a1, ehi);
         const __mmask16 eq = _mm512_cmp_ps_mask(xv, Mv, _CMP_EQ_OQ);
         if (eq) {
             if (h->argmax < 0) h->argmax = v + __builtin_ctz(unsigned(eq));
