@@ -63,15 +63,40 @@ float row_q8(const QTensor &W, int64_t r, const float *x) {
     return acc;
 }
 
+// Q4G without a staging buffer: each code byte is duplicated (vpshufb), widened
+// to a dword, shifted by 0 or 4 so lane k holds nibble k, and the nibble
+// mapped straight to the float q-8 by a 16-entry permute (vpermps reads the
+// low 4 bits only). The FMA lanes and the reduction are dot_i8's, so results
+// are bit-identical to it and to the scalar reference.
+inline __m512 q4_16(const uint8_t *p8, __m128i dup, __m512i shift, __m512 tbl) {
+    const __m128i b = _mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)p8), dup);
+    return _mm512_permutexvar_ps(_mm512_srlv_epi32(_mm512_cvtepu8_epi32(b), shift), tbl);
+}
+
 float row_q4(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
-    alignas(64) int8_t unp[4096];  // group <= 4096 (checked at load)
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const __m512 tbl = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    alignas(64) int8_t unp[4096];  // tails only (group <= 4096, checked at load)
     float acc = 0.0f;
     for (int64_t g = 0; g < W.ng; g++) {
         const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        unpack_q4_group(q + i0 / 2, W.group, unp);
-        acc += sc[g] * dot_i8(unp, x + i0, lim);
+        const uint8_t *p = q + i0 / 2;
+        const float *xg = x + i0;
+        __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+        int64_t i = 0;
+        for (; i + 32 <= lim; i += 32) {
+            s0 = _mm512_fmadd_ps(q4_16(p + i / 2, dup, shift, tbl), _mm512_loadu_ps(xg + i), s0);
+            s1 = _mm512_fmadd_ps(q4_16(p + i / 2 + 8, dup, shift, tbl), _mm512_loadu_ps(xg + i + 16), s1);
+        }
+        float part = hsum(_mm512_add_ps(s0, s1));
+        if (i < lim) {
+            unpack_q4_group(p, W.group, unp);
+            for (; i < lim; i++) part += (float)unp[i] * xg[i];
+        }
+        acc += sc[g] * part;
     }
     return acc;
 }
