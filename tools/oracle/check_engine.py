@@ -8,7 +8,7 @@ Usage:
                   [--only NAME,...] [--no-warp] [--no-synthetic]
                   [--ref-model PATH] [--no-oracle | --require-oracle]
                   [--fixture-dir tests/fixtures]
-                  [--json OUT] [--threads N]
+                  [--strict] [--json OUT] [--markdown OUT] [--threads N]
 
 For each container the oracle is generated from the container itself (its
 time is recorded), then `sluice logits` is run token at a time ("step") and
@@ -17,11 +17,14 @@ mean|diff|, correlation, argmax and whether the top-5 sets are equal.
 
 Result per row: FAIL when max|diff| > 1e-3 or the argmax differs (the
 failure criterion); FLAG when it passes but max|diff| > 1e-4 (the bound the
-issue expects to show) or the top-5 sets differ; pass otherwise.  On a VQ4P
-container a row above 1e-4 gets a rounding-tie analysis: the int8 table
-entries closest to a rounding boundary are rounded the other way one at a
-time, and the best one is reported (entry and resulting max|diff|); a row
-that fails only because of such an entry is reported as pass-tie.
+issue expects to show) or the top-5 sets differ; pass otherwise.  VQ4P rows
+are margin-aware (MODEL.md 11): the engine's run records its rounding
+decisions near a .5 (`sluice logits --vq4p-ties`), and the oracle adopts
+them on the entries that lie within model.TIE_BAND of a .5 in its own
+computation (harness.Oracle.adopt_engine_ties).  Rows where that changed
+something are marked -tie (pass-tie, FLAG-tie, FAIL-tie) and show the
+resolved numbers; the adopted entries and the raw numbers are printed and
+kept in the JSON.  --strict: raw rows only.
 
 Without the oracle (torch missing, or --no-oracle) each container is checked
 against a committed fixture only when the fingerprints match exactly, and

@@ -1,6 +1,6 @@
 """Shared pieces of the engine-vs-oracle checks: running the sluice CLI,
 generating the oracle from a container (timed), the comparison numbers, the
-VQ4P rounding-tie retry, and the synthetic containers the suite builds.
+margin-aware VQ4P comparison, and the synthetic containers the suite builds.
 
 torch is imported lazily (oracle_status() says whether it can be), so the
 fixture path of fixture_check.py works on hosts that only have numpy.
@@ -155,7 +155,8 @@ class Oracle:
 
     def logits(self, ids, force=None):
         """Last-position logits as the oracle writes them (float32 values).
-        Runs with `force` (tie analysis) are timed apart (analysis_seconds)."""
+        Runs with `force` (margin-aware re-runs) are timed apart
+        (analysis_seconds)."""
         from oracle import run_prompt
         self.model.vq4p_force = force or {}
         t0 = time.time()
