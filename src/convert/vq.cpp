@@ -49,44 +49,45 @@ constexpr int64_t kChunk = 4096;  // fixed work split: independent of --jobs
 // Nearest entry of a transposed book t[d][E] (E a multiple of 16): the
 // least f32 squared distance, each entry's sum taken over d = 0..7 in order
 // (exactly the scalar sum: the build uses -ffp-contract=off, so no FMA),
-// first minimum wins. Entries go in blocks of 16 held in registers; the
-// AVX2 clone runs the same per-lane arithmetic, so results do not depend on
-// which clone the CPU gets.
-typedef float v8f __attribute__((vector_size(32)));
+// first minimum wins. Entries go in blocks of 16, one lane each; every lane
+// keeps its own running minimum and the first block that reached it (strict
+// <), so no block needs a horizontal reduction or a branch. At the end the
+// least value over the lanes is found and, among lanes holding it, the
+// smallest entry index: the same entry the sequential rule picks. The
+// AVX-512, AVX2 and generic clones run the same per-lane arithmetic, so the
+// result does not depend on which clone the CPU gets.
+typedef float v16f __attribute__((vector_size(64)));
+typedef int32_t v16i __attribute__((vector_size(64)));
 
-__attribute__((target_clones("avx2", "default")))
+__attribute__((target_clones("avx512f", "avx2", "default")))
 int nearest_t(const float* __restrict t, int E, const float* __restrict x) {
-    int best = 0;
-    float bd = 0.0f;
+    v16f xd[8] = {};
+    for (int d = 0; d < 8; ++d)
+        for (int k = 0; k < 16; ++k) xd[d][k] = x[d];
+    v16f best = {};
+    v16i blk = {};
     for (int j0 = 0; j0 < E; j0 += 16) {
-        v8f a0 = {}, a1 = {};
+        v16f a = {};
         for (int d = 0; d < 8; ++d) {
-            v8f xd, r0, r1;
-            for (int k = 0; k < 8; ++k) xd[k] = x[d];
-            std::memcpy(&r0, t + d * E + j0, 32);
-            std::memcpy(&r1, t + d * E + j0 + 8, 32);
-            const v8f d0 = xd - r0, d1 = xd - r1;
-            a0 += d0 * d0;
-            a1 += d1 * d1;
+            v16f r;
+            std::memcpy(&r, t + d * E + j0, 64);
+            const v16f df = xd[d] - r;
+            a += df * df;
         }
-        // The block minimum by a tree (min is exact, so order is irrelevant);
-        // only a strictly better block looks for its first minimal entry.
-        const v8f m8 = a1 < a0 ? a1 : a0;
-        const float q0 = m8[4] < m8[0] ? m8[4] : m8[0], q1 = m8[5] < m8[1] ? m8[5] : m8[1];
-        const float q2 = m8[6] < m8[2] ? m8[6] : m8[2], q3 = m8[7] < m8[3] ? m8[7] : m8[3];
-        const float h0 = q2 < q0 ? q2 : q0, h1 = q3 < q1 ? q3 : q1;
-        const float m = h1 < h0 ? h1 : h0;
-        if (j0 == 0 || m < bd) {
-            float acc[16];
-            std::memcpy(acc, &a0, 32);
-            std::memcpy(acc + 8, &a1, 32);  // strict <: an equal later block never wins
-            int jj = 0;
-            while (acc[jj] != m) ++jj;  // first index holding the block minimum
-            bd = m;
-            best = j0 + jj;
+        if (j0 == 0) {
+            best = a;
+        } else {
+            const v16i lt = a < best;
+            best = lt ? a : best;
+            blk = lt ? (v16i{} + j0) : blk;
         }
     }
-    return best;
+    float m = best[0];
+    for (int k = 1; k < 16; ++k) m = best[k] < m ? best[k] : m;
+    int idx = E;
+    for (int k = 0; k < 16; ++k)
+        if (best[k] == m && blk[k] + k < idx) idx = blk[k] + k;
+    return idx < E ? idx : 0;  // only NaN distances (a non-finite source row) find nothing
 }
 
 struct BookT {
@@ -121,12 +122,79 @@ bool assign_all(const std::vector<float>& x, int64_t n, const std::vector<float>
     }, err);
 }
 
+typedef float v8f __attribute__((vector_size(32)));
+typedef double v8d __attribute__((vector_size(64)));
+
+// Per-centroid sums for the Lloyd update, in double, each vector added in
+// index order (serial, fixed order: the means do not depend on --jobs). One
+// 8-lane add per vector does per lane exactly what eight scalar adds did.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void accumulate(const float* __restrict x, const int32_t* __restrict a, int64_t n, double* __restrict sum,
+                int64_t* __restrict cnt) {
+    for (int64_t i = 0; i < n; ++i) {
+        const int64_t j = a[i];
+        v8f xv;
+        v8d s;
+        std::memcpy(&xv, x + i * 8, 32);
+        std::memcpy(&s, sum + j * 8, 64);
+        s += __builtin_convertvector(xv, v8d);
+        std::memcpy(sum + j * 8, &s, 64);
+        ++cnt[j];
+    }
+}
+
+// d2[i] = min(d2[i], dist8(x_i, ck)) for i in [i0, i1), 16 vectors at a time
+// from the dimension-major copy xt[d][n]; per lane the same sum, in the same
+// order, as dist8.
+__attribute__((target_clones("avx512f", "avx2", "default")))
+void update_d2(const float* __restrict xt, const float* __restrict x, int64_t n, int64_t i0, int64_t i1,
+               const float* __restrict ck, float* __restrict d2) {
+    v16f cd[8] = {};
+    for (int d = 0; d < 8; ++d)
+        for (int k = 0; k < 16; ++k) cd[d][k] = ck[d];
+    int64_t i = i0;
+    for (; i + 16 <= i1; i += 16) {
+        v16f s = {};
+        for (int d = 0; d < 8; ++d) {
+            v16f xv;
+            std::memcpy(&xv, xt + d * n + i, 64);
+            const v16f t = xv - cd[d];
+            s += t * t;
+        }
+        v16f old;
+        std::memcpy(&old, d2 + i, 64);
+        old = s < old ? s : old;
+        std::memcpy(d2 + i, &old, 64);
+    }
+    for (; i < i1; ++i) {
+        const float dd = dist8(x + i * 8, ck);
+        if (dd < d2[i]) d2[i] = dd;
+    }
+}
+
+// prefix[i] = d2[0] + ... + d2[i] in double, serially in index order
+// (deterministic); returns the total. A function of its own so the running
+// sum stays in a register: inlined into seed_pp, GCC kept it on the stack and
+// the loop ran at store-forwarding latency (2.5x slower).
+__attribute__((noinline)) double running_sums(const float* __restrict d2, int64_t n, double* __restrict prefix) {
+    double total = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+        total += d2[i];
+        prefix[i] = total;
+    }
+    return total;
+}
+
 // k-means++ seeding (D^2 sampling): fewer bad starts than picking random
 // rows, which matters for the 10-iteration budget.
 bool seed_pp(const std::vector<float>& x, int64_t n, int E, Rng& rng, int jobs, std::vector<float>* c,
              std::string* err) {
     c->assign(static_cast<size_t>(E * 8), 0.0f);
     std::vector<float> d2(static_cast<size_t>(n), std::numeric_limits<float>::max());
+    std::vector<float> xt(static_cast<size_t>(n * 8));  // dimension-major: 16-lane distance updates
+    for (int64_t i = 0; i < n; ++i)
+        for (int d = 0; d < 8; ++d) xt[static_cast<size_t>(d * n + i)] = x[static_cast<size_t>(i * 8 + d)];
+    std::vector<double> prefix(static_cast<size_t>(n));
     int64_t pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
     const int64_t nchunks = (n + kChunk - 1) / kChunk;
     for (int k = 0; k < E; ++k) {
@@ -134,27 +202,21 @@ bool seed_pp(const std::vector<float>& x, int64_t n, int E, Rng& rng, int jobs, 
         if (k + 1 == E) break;
         const float* ck = &(*c)[static_cast<size_t>(k * 8)];
         if (!parallel_for(nchunks, jobs, [&](int64_t ch, std::string*) {
-                const int64_t i1 = std::min(n, (ch + 1) * kChunk);
-                for (int64_t i = ch * kChunk; i < i1; ++i) {
-                    const float d = dist8(&x[static_cast<size_t>(i * 8)], ck);
-                    if (d < d2[static_cast<size_t>(i)]) d2[static_cast<size_t>(i)] = d;
-                }
+                update_d2(xt.data(), x.data(), n, ch * kChunk, std::min(n, (ch + 1) * kChunk), ck, d2.data());
                 return true;
             }, err))
             return false;
-        double total = 0.0;  // serial, in index order: deterministic
-        for (int64_t i = 0; i < n; ++i) total += d2[static_cast<size_t>(i)];
+        const double total = running_sums(d2.data(), n, prefix.data());
         if (!(total > 0.0)) {
             pick = static_cast<int64_t>(rng.below(static_cast<uint64_t>(n)));
             continue;
         }
+        // The first index whose running sum exceeds the target. The running
+        // sums of non-negative terms never decrease, so a binary search over
+        // them finds the index a linear scan would stop at.
         const double target = rng.unit() * total;
-        double run = 0.0;
-        pick = n - 1;
-        for (int64_t i = 0; i < n; ++i) {
-            run += d2[static_cast<size_t>(i)];
-            if (run > target) { pick = i; break; }
-        }
+        const auto it = std::upper_bound(prefix.begin(), prefix.end(), target);
+        pick = it == prefix.end() ? n - 1 : static_cast<int64_t>(it - prefix.begin());
     }
     return true;
 }
@@ -179,11 +241,7 @@ bool train_rvq(std::vector<float>& x, int S, int E, int iters, uint64_t seed, in
             if (!assign_all(x, n, c, E, jobs, &a, err)) return false;
             std::vector<double> sum(static_cast<size_t>(E * 8), 0.0);
             std::vector<int64_t> cnt(static_cast<size_t>(E), 0);
-            for (int64_t i = 0; i < n; ++i) {  // serial, fixed order
-                const int j = a[static_cast<size_t>(i)];
-                ++cnt[static_cast<size_t>(j)];
-                for (int d = 0; d < 8; ++d) sum[static_cast<size_t>(j * 8 + d)] += x[static_cast<size_t>(i * 8 + d)];
-            }
+            accumulate(x.data(), a.data(), n, sum.data(), cnt.data());
             for (int j = 0; j < E; ++j)
                 if (cnt[static_cast<size_t>(j)] > 0)  // empty clusters keep their centroid
                     for (int d = 0; d < 8; ++d)
