@@ -1,5 +1,12 @@
 #include "runtime/thread_pool.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SLUICE_PAUSE() _mm_pause()
+#else
+#define SLUICE_PAUSE() std::this_thread::yield()
+#endif
+
 namespace sluice {
 
 ThreadPool::ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
@@ -15,6 +22,14 @@ ThreadPool::~ThreadPool() {
     for (auto &t : threads_) t.join();
 }
 
+namespace {
+// A decode step issues ~1000 parallel_for calls; a futex sleep and wake per
+// call cost several microseconds each on these VMs (pvm_irq_enable and futex
+// were ~8% of decode). Workers and the caller first spin for about this many
+// pause instructions (tens of microseconds), then block as before.
+constexpr int kSpin = 4000;
+}  // namespace
+
 static void slice_of(int64_t n, int slices, int i, int64_t *b, int64_t *e) {
     *b = n * i / slices;
     *e = n * (i + 1) / slices;
@@ -26,6 +41,7 @@ void ThreadPool::worker(int id) {
         const std::function<void(int64_t, int64_t)> *job;
         int64_t n;
         int slices;
+        for (int i = 0; i < kSpin && gen_seen_.load(std::memory_order_acquire) == seen; i++) SLUICE_PAUSE();
         {
             std::unique_lock<std::mutex> lk(mu_);
             cv_work_.wait(lk, [&] { return stop_ || generation_ != seen; });
@@ -42,7 +58,10 @@ void ThreadPool::worker(int id) {
         }
         {
             std::lock_guard<std::mutex> lk(mu_);
-            if (--pending_ == 0) cv_done_.notify_one();
+            if (--pending_ == 0) {
+                pending_seen_.store(0, std::memory_order_release);
+                cv_done_.notify_one();
+            }
         }
     }
 }
@@ -62,12 +81,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
         job_n_ = n;
         job_slices_ = slices;
         pending_ = n_ - 1;
+        pending_seen_.store(pending_, std::memory_order_relaxed);
         generation_++;
+        gen_seen_.store(generation_, std::memory_order_release);
     }
     cv_work_.notify_all();
     int64_t b, e;
     slice_of(n, slices, 0, &b, &e);
     fn(b, e);
+    for (int i = 0; i < kSpin && pending_seen_.load(std::memory_order_acquire) != 0; i++) SLUICE_PAUSE();
     std::unique_lock<std::mutex> lk(mu_);
     cv_done_.wait(lk, [&] { return pending_ == 0; });
 }

@@ -2,6 +2,7 @@
 // index range into contiguous slices; each index's result depends only on
 // that index, so any thread count gives bit-identical outputs.
 #pragma once
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -35,6 +36,10 @@ private:
     uint64_t generation_ = 0;
     int pending_ = 0;
     bool stop_ = false;
+    // Lock-free mirrors of generation_ and pending_ for the spin phase only;
+    // every decision is still taken under mu_.
+    std::atomic<uint64_t> gen_seen_{0};
+    std::atomic<int> pending_seen_{0};
 };
 
 }  // namespace sluice
