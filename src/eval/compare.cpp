@@ -28,7 +28,6 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
     KLD_TRY(ref.open_window(s, pos, &rs));
     KLD_TRY(cand.open_window(s, pos, &cs));
     const int64_t B = std::max(1, o.rows_per_block);
-    std::vector<float> xb(size_t(B * V)), yb(size_t(B * V));
     for (auto* v : {&w->kl, &w->js, &w->nll_ref, &w->nll_cand, &w->dp, &w->ae_mean}) v->resize(size_t(R));
     w->top1.resize(size_t(R));
     w->top1_tie.resize(size_t(R));
@@ -36,19 +35,23 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
     const Numerics mode = o.compat == Compat::festr2_v0 ? Numerics::festr2_v0
                           : o.precision == Precision::fp64 ? Numerics::fp64
                                                            : Numerics::fast;
-    for (int64_t r0 = 0; r0 < R; r0 += B) {
-        const int64_t n = std::min(B, R - r0);
-        KLD_TRY(rs->read(n, xb.data()));
-        KLD_TRY(cs->read(n, yb.data()));
+    for (int64_t r0 = 0; r0 < R;) {
+        // Rows straight from the operands' read-ahead buffers where they can
+        // (no copy): as many as both streams hold contiguously, at most B.
+        const int64_t want = std::min(B, R - r0);
+        const float *xp = nullptr, *yp = nullptr;
+        int64_t nx = 0, ny = 0;
+        KLD_TRY(rs->peek(want, V, &xp, &nx));
+        KLD_TRY(cs->peek(want, V, &yp, &ny));
+        const int64_t n = std::min(nx, ny);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t r = r0 + i;
             RowMetrics m;
             int64_t col = 0;
             int side = 0;
-            Status st = score_row(xb.data() + i * V, yb.data() + i * V, V, sw.tokens[size_t(r + 1)], mode, o.want_js, &m,
-                                  &col, &side);
+            Status st = score_row(xp + i * V, yp + i * V, V, sw.tokens[size_t(r + 1)], mode, o.want_js, &m, &col, &side);
             if (st) {
-                const float* row = (side ? yb.data() : xb.data()) + i * V;
+                const float* row = (side ? yp : xp) + i * V;
                 const float bad = row[col];
                 return err(st.code, std::string(side ? "candidate " + cand.label() : "reference " + ref.label()) +
                                         ": window " + std::to_string(sw.index) + " row " + std::to_string(r) +
@@ -66,6 +69,9 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
             w->top1_tie[size_t(r)] = m.top1_tie_aware;
             w->ref_tied[size_t(r)] = m.ref_tied;
         }
+        rs->consume(n);
+        cs->consume(n);
+        r0 += n;
     }
     KLD_TRY(rs->finish());
     KLD_TRY(cs->finish());

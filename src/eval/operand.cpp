@@ -14,6 +14,18 @@ namespace sluice::kld {
 
 const char* const kFestr2SuiteHash = "a6856e1d0504fd00d13c67a5515c081f349088664d7ea0894dc4d15db2c7d209";
 
+Status RowStream::peek(int64_t max, int64_t V, const float** rows, int64_t* n) {
+    if (prow_ == pn_) {
+        pbuf_.resize(size_t(max * V));
+        KLD_TRY(read(max, pbuf_.data()));
+        prow_ = 0;
+        pn_ = max;
+    }
+    *rows = pbuf_.data() + prow_ * V;
+    *n = std::min(max, pn_ - prow_);
+    return {};
+}
+
 namespace {
 
 struct Record {
@@ -62,7 +74,26 @@ public:
     Status start(const ReadAheadOptions& ro) {
         ReadAheadOptions o = ro;
         o.hash = verify_;
-        return ra_.open(f_.path(), f_.data_start() + t_.begin, f_.data_start() + t_.end, o);
+        return ra_.open(f_.path(), f_.data_start() + t_.begin, f_.data_start() + t_.end, o,
+                        t_.shape[1] * dtype_size(t_.dt));
+    }
+    Status peek(int64_t max, int64_t V, const float** rows, int64_t* n) override {
+        if (t_.dt != DType::F32) return RowStream::peek(max, V, rows, n);
+        if (row_ + max > int64_t(t_.shape[0]) || V != int64_t(t_.shape[1]))
+            return err(Code::format, f_.path() + ": row read out of range");
+        const uint8_t* p = nullptr;
+        uint64_t avail = 0;
+        KLD_TRY(ra_.peek(&p, &avail));
+        const int64_t k = int64_t(avail / (uint64_t(V) * 4));  // chunks hold whole rows
+        if (k < 1) return err(Code::io, f_.path() + ": read-ahead chunk holds no whole row");
+        *rows = reinterpret_cast<const float*>(p);
+        *n = std::min(max, k);
+        return {};
+    }
+    void consume(int64_t k) override {
+        if (t_.dt != DType::F32) return RowStream::consume(k);
+        ra_.consume(uint64_t(k) * t_.shape[1] * 4);
+        row_ += k;
     }
     Status read(int64_t n, float* out) override {
         if (row_ + n > int64_t(t_.shape[0])) return err(Code::format, f_.path() + ": row read out of range");
@@ -114,7 +145,7 @@ public:
     std::string label() const override { return dir_; }
     int64_t vocab() const override { return V_; }
     bool concurrent() const override { return true; }
-    uint64_t stream_buffer_bytes() const override { return readahead_bytes(io_); }
+    uint64_t stream_buffer_bytes() const override { return readahead_bytes(io_, uint64_t(V_) * 4); }
     bool hashes_unchecked() const override { return !verify_; }
     std::vector<std::string> warnings() const override { return warn_; }
     json identity() const override {

@@ -38,6 +38,17 @@ public:
     virtual ~RowStream() = default;
     virtual Status read(int64_t n, float* out) = 0;  // the next n rows
     virtual Status finish() { return {}; }           // after the last row (hash checks)
+    // Zero-copy alternative to read(): 1..max next rows of width V,
+    // contiguous, valid until consume(); consume(k <= *n) moves past k of
+    // them. The default copies through read() into a stream-owned buffer;
+    // F32 files hand out rows straight from the read-ahead buffers. A
+    // caller uses either read() or peek()/consume() on one stream.
+    virtual Status peek(int64_t max, int64_t V, const float** rows, int64_t* n);
+    virtual void consume(int64_t k) { prow_ += k; }
+
+private:
+    std::vector<float> pbuf_;
+    int64_t prow_ = 0, pn_ = 0;
 };
 
 class Operand {

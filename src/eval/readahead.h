@@ -28,7 +28,11 @@ struct ReadAheadOptions {
 };
 
 // Bytes of read-ahead memory one stream holds.
-inline uint64_t readahead_bytes(const ReadAheadOptions& o) { return o.chunk * uint64_t(o.depth); }
+// for records (rows) of `record` bytes; two extra blocks per buffer because
+// O_DIRECT reads start and end block-aligned.
+inline uint64_t readahead_bytes(const ReadAheadOptions& o, uint64_t record = 0) {
+    return ((o.chunk > record ? o.chunk : record) + 8192) * uint64_t(o.depth < 2 ? 2 : o.depth);
+}
 
 class ReadAhead {
 public:
@@ -42,9 +46,16 @@ public:
     // IoMode::direct uses O_DIRECT (aligned offsets; the reader aligns down
     // and skips) and falls back to buffered reads where the filesystem
     // refuses it.
-    Status open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o);
-    // The next n bytes of the range.
+    // `record` > 0 aligns chunk boundaries inside the range to whole
+    // records (rows) from `begin`, so peek() always yields whole rows.
+    Status open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o, uint64_t record = 0);
+    // The next n bytes of the range (copied).
     Status read(void* dst, uint64_t n);
+    // Zero-copy: the longest run of next bytes held in one buffer (at least
+    // one byte unless the range is done), valid until consume() releases it.
+    Status peek(const uint8_t** p, uint64_t* avail);
+    // Advances past n bytes of the last peek (n <= avail).
+    void consume(uint64_t n);
     // After the last read: waits for the reader and returns the file's
     // SHA-256 (hex), or an error if the file could not be read whole.
     Status finish(std::string* sha256_hex);
@@ -53,8 +64,12 @@ public:
 private:
     struct Chunk {
         uint8_t* buf = nullptr;
-        uint64_t off = 0, len = 0;  // file offset and bytes held
+        uint64_t off = 0, len = 0;  // file offset and length of the chunk's bytes
+        uint64_t skew = 0;          // where they start in buf (O_DIRECT reads from an aligned offset)
     };
+    // Waits for the chunk holding pos_ (dropping chunks before it).
+    Status front(std::unique_lock<std::mutex>& lk);
+    void release_front();
     void run();
     void stop();
 
@@ -63,6 +78,8 @@ private:
     IoMode mode_ = IoMode::buffered;
     ReadAheadOptions o_;
     uint64_t size_ = 0, start_ = 0, stop_ = 0;  // reader covers [start_, stop_)
+    uint64_t begin_ = 0, span_ = 0;             // chunks inside the range start at begin_ + k * span_
+    uint64_t buf_bytes_ = 0;
     uint64_t pos_ = 0, end_ = 0;               // consumer position in [begin, end)
     std::vector<uint8_t*> bufs_;
     std::mutex mu_;
