@@ -123,8 +123,13 @@ json strip_timing(json r) {
     return r;
 }
 
-Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOptions& o, CompareResult* out) {
+Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOptions& opt, CompareResult* out) {
     const auto t0 = std::chrono::steady_clock::now();
+    CompareOptions o = opt;
+    // Without AVX2 or AVX-512 the fast path would run its scalar definition
+    // (software fmaf: ~0.06 GB/s/core, slower than fp64's ~0.2), so fp64 it is.
+    const bool no_simd = !fast_isa_available(FastIsa::avx2) && !fast_isa_available(FastIsa::avx512);
+    if (o.precision == Precision::fast && no_simd) o.precision = Precision::fp64;
     std::vector<int> pos;
     KLD_TRY(select_windows(s, o.sel, &pos));
     const int64_t V = ref.vocab();
@@ -294,6 +299,8 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     sl["precision"] = compat ? "festr2-v0" : fast ? "fast" : "fp64";
     // The ISA changes speed only: scalar, AVX2 and AVX-512 rows are bit-identical.
     if (fast && !compat) sl["kernel"] = fast_isa_name(fast_isa());
+    if (opt.precision == Precision::fast && !fast && !compat)
+        sl["precision_note"] = "fast path needs AVX2 or AVX-512; fp64 used";
     sl["rng"] = "numpy-pcg64-seedsequence";
     sl["seed"] = o.seed;
     sl["determinism"] = "receipt is bit-identical for any thread count (one worker per window, sequential global reduction)";
