@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "common/sha256.h"
 #include "convert/experts.h"
 #include "convert/hfconfig.h"
 #include "convert/numeric.h"
@@ -91,10 +92,7 @@ static bool build_provenance(const ConvertOptions& o, const Checkpoint& ck, ojso
     p["version"] = converter_version();
     p["settings"] = set;
     p["source"] = src;
-    Sha256 h;
-    const std::string canon = p.dump();
-    h.update(canon.data(), canon.size());
-    p["fingerprint"] = Sha256::hex(h.finish());
+    p["fingerprint"] = sha256_hex(p.dump());
     *prov = p;
     return true;
 }
@@ -175,8 +173,7 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     }
     Checkpoint ck;
     ModelPlan mp;
-    if (!ck.open(opt.source_dir, err) || !load_model_plan(opt.source_dir, ck, &mp, err)) return 2;
-    ck.set_fp8_block(mp.fp8_bm, mp.fp8_bn);
+    if (!open_source(opt.source_dir, &ck, &mp, err)) return 2;
     std::vector<TrunkEntry> trunk;
     uint64_t trunk_total = 0;
     if (!plan_trunk(ck, mp, opt.trunk_bits, opt.trunk8, &trunk, &trunk_total, err)) return 2;

@@ -148,4 +148,10 @@ bool load_model_plan(const std::string& dir, const Checkpoint& ck, ModelPlan* p,
     return true;
 }
 
+bool open_source(const std::string& dir, Checkpoint* ck, ModelPlan* plan, std::string* err) {
+    if (!ck->open(dir, err) || !load_model_plan(dir, *ck, plan, err)) return false;
+    ck->set_fp8_block(plan->fp8_bm, plan->fp8_bn);
+    return true;
+}
+
 }  // namespace sluice::convert

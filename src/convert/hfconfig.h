@@ -38,6 +38,9 @@ struct ModelPlan {
 
 // Reads config.json from `dir` and inspects `ck`'s names.
 bool load_model_plan(const std::string& dir, const Checkpoint& ck, ModelPlan* plan, std::string* err);
+// Both steps for a source directory, with the checkpoint set to the release's
+// fp8 tile size: what convert and verify --source start from.
+bool open_source(const std::string& dir, Checkpoint* ck, ModelPlan* plan, std::string* err);
 
 // Trunk membership (4.8): not a routed expert, not half of an MXFP4 pair.
 bool is_trunk_tensor(const std::string& name);

@@ -1,22 +1,17 @@
-// Number formats and checksums the converter needs, kept free of any other
-// sluice code so that src/convert builds on its own.
+// Number formats the converter needs that the engine does not: the f16
+// writer and the source checkpoints' encodings. Decoding f16 (format/f16.h),
+// CRC-32 (format/crc32.h) and SHA-256 (common/sha256.h) are shared with the
+// engine.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <string>
 
 namespace sluice::convert {
 
 // IEEE half from f32, round to nearest, ties to even, overflow to +-Inf,
 // gradual underflow (what PyTorch's .half() does; FORMAT.md 12.2).
 uint16_t f32_to_f16(float f);
-// Full IEEE half decoding with subnormals kept; exponent 31 decodes as the
-// finite (1 + m/1024) * 2^16 the way warp does (FORMAT.md 12.1).
-float f16_to_f32(uint16_t h);
-// Codebook flavour: subnormal halves flush to signed zero (FORMAT.md 5.3).
-float f16_to_f32_flush(uint16_t h);
 
 inline float bf16_to_f32(uint16_t b) {
     uint32_t u = static_cast<uint32_t>(b) << 16;
@@ -32,25 +27,5 @@ float fp8_e5m2_to_f32(uint8_t v);
 float fp4_e2m1_to_f32(uint8_t code);
 // E8M0 block scale; e = 0 is a zero scale as warp treats it (FORMAT.md 13.2).
 float e8m0_to_f32(uint8_t e);
-
-// zlib / IEEE 802.3 CRC-32 (reflected 0xEDB88320). Pass the previous value
-// to continue a running checksum.
-uint32_t crc32(const void* data, size_t n, uint32_t prev = 0);
-
-// Incremental SHA-256 (FIPS 180-4), for provenance hashes.
-class Sha256 {
-public:
-    Sha256();
-    void update(const void* data, size_t n);
-    std::array<uint8_t, 32> finish();
-    static std::string hex(const std::array<uint8_t, 32>& d);
-
-private:
-    void block(const uint8_t* p);
-    uint32_t h_[8];
-    uint8_t buf_[64];
-    size_t fill_ = 0;
-    uint64_t total_ = 0;
-};
 
 }  // namespace sluice::convert

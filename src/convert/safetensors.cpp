@@ -1,17 +1,15 @@
 #include "convert/safetensors.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
 #include "convert/numeric.h"
+#include "convert/util.h"
+#include "format/f16.h"
 
 namespace sluice::convert {
 
@@ -33,10 +31,7 @@ int dtype_size(const std::string& d) {
 }
 
 Checkpoint::Checkpoint() = default;
-Checkpoint::~Checkpoint() {
-    for (int fd : fds_)
-        if (fd >= 0) ::close(fd);
-}
+Checkpoint::~Checkpoint() = default;
 
 std::string Checkpoint::where(const TensorInfo& t) const {
     return shards_[t.shard].file + ": tensor '" + t.name + "'";
@@ -46,20 +41,11 @@ bool Checkpoint::open_shard(const std::string& file, std::string* err) {
     ShardInfo sh;
     sh.file = file;
     sh.path = (fs::path(dir_) / file).string();
-    const int fd = ::open(sh.path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *err = sh.path + ": cannot open: " + std::strerror(errno);
-        return false;
-    }
-    fds_.push_back(fd);
-    struct stat st{};
-    if (::fstat(fd, &st) != 0) {
-        *err = sh.path + ": cannot stat";
-        return false;
-    }
-    sh.size = static_cast<uint64_t>(st.st_size);
+    File& f = files_.emplace_back();
+    if (!status_ok(f.open_read(sh.path), err)) return false;
+    sh.size = f.size();
     uint8_t lenb[8];
-    if (sh.size < 8 || ::pread(fd, lenb, 8, 0) != 8) {
+    if (sh.size < 8 || !f.pread_all(lenb, 8, 0)) {
         *err = file + ": truncated safetensors file (" + std::to_string(sh.size) + " bytes, no header length)";
         return false;
     }
@@ -72,15 +58,8 @@ bool Checkpoint::open_shard(const std::string& file, std::string* err) {
         return false;
     }
     std::string hdr(hlen, '\0');
-    if (::pread(fd, hdr.data(), hlen, 8) != static_cast<ssize_t>(hlen)) {
-        *err = file + ": short read of the header";
-        return false;
-    }
-    {
-        Sha256 hs;
-        hs.update(hdr.data(), hdr.size());
-        sh.header_sha256 = Sha256::hex(hs.finish());
-    }
+    if (!status_ok(f.pread_all(hdr.data(), hlen, 8), err)) return false;
+    sh.header_sha256 = sha256_hex(hdr);
     json h;
     try {
         h = json::parse(hdr);
@@ -238,18 +217,9 @@ bool Checkpoint::read_raw(const TensorInfo& t, uint64_t off, uint64_t n, void* d
         *err = where(t) + ": read outside the tensor";
         return false;
     }
-    auto* p = static_cast<uint8_t*>(dst);
-    uint64_t done = 0;
-    while (done < n) {
-        const ssize_t r = ::pread(fds_[t.shard], p + done, n - done, static_cast<off_t>(t.offset + off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-            *err = where(t) + ": short read (file changed or truncated?)";
-            return false;
-        }
-        done += static_cast<uint64_t>(r);
-    }
-    return true;
+    const Status st = files_[static_cast<size_t>(t.shard)].pread_all(dst, n, t.offset + off);
+    if (!st) *err = where(t) + ": " + st.message() + " (file changed or truncated?)";
+    return st.is_ok();
 }
 
 static bool is_float_dtype(const std::string& d) { return d == "F32" || d == "F16" || d == "BF16"; }
@@ -313,7 +283,7 @@ bool Checkpoint::read_rows_f32(const std::string& name, int64_t r0, int64_t r1, 
             const bool bf = t->dtype == "BF16";
             for (size_t i = 0; i < n; ++i) {
                 const uint16_t h = static_cast<uint16_t>(raw[2 * i] | (raw[2 * i + 1] << 8));
-                dst[i] = bf ? bf16_to_f32(h) : f16_to_f32(h);
+                dst[i] = bf ? bf16_to_f32(h) : f16_scale(h);
             }
         } else {  // fp8 with block scales
             if (shape.size() != 2) {
@@ -348,7 +318,7 @@ bool Checkpoint::read_rows_f32(const std::string& name, int64_t r0, int64_t r1, 
                 if (ses == 4) std::memcpy(&s[i], &sraw[4 * i], 4);
                 else {
                     const uint16_t h = static_cast<uint16_t>(sraw[2 * i] | (sraw[2 * i + 1] << 8));
-                    s[i] = sc->dtype == "BF16" ? bf16_to_f32(h) : f16_to_f32(h);
+                    s[i] = sc->dtype == "BF16" ? bf16_to_f32(h) : f16_scale(h);
                 }
             }
             const bool e4 = t->dtype == "F8_E4M3";

@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "format/file.h"
 
 namespace sluice::convert {
 
@@ -76,7 +79,7 @@ private:
     std::string dir_;
     std::string index_file_;
     std::vector<ShardInfo> shards_;
-    std::vector<int> fds_;
+    std::deque<File> files_;  // one per shard; deque: File is move-only and never relocated
     std::map<std::string, TensorInfo> tensors_;
     int64_t fp8_bm_ = 128, fp8_bn_ = 128;
 };

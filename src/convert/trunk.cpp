@@ -72,22 +72,6 @@ void quantize_rows(const float* x, int64_t rows, int64_t N, int fmt, uint8_t* pa
     }
 }
 
-void dequantize_row(const uint8_t* row, const uint16_t* sc, int64_t N, int fmt, float* out) {
-    for (int64_t i = 0; i < N; ++i) {
-        int q;
-        if (fmt == kQ8G) {
-            q = static_cast<int8_t>(row[i]);
-        } else if (fmt == kQ4G) {
-            q = ((i & 1) ? (row[i >> 1] >> 4) : (row[i >> 1] & 15)) - 8;
-        } else {
-            const int64_t p = 3 * i;
-            const uint32_t v = row[p >> 3] | (static_cast<uint32_t>(row[(p >> 3) + 1]) << 8);
-            q = static_cast<int>((v >> (p & 7)) & 7u) - 4;
-        }
-        out[i] = static_cast<float>(q) * f16_to_f32(sc[i / kGroup]);
-    }
-}
-
 bool plan_trunk(const Checkpoint& ck, const ModelPlan& mp, int trunk_bits, bool trunk8, std::vector<TrunkEntry>* out,
                 uint64_t* total, std::string* err) {
     out->clear();

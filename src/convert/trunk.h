@@ -27,8 +27,6 @@ uint64_t trunk_row_bytes(int fmt, int64_t padded_n);
 // Quantizes rows x[rows][N] with group 128: payload rows of
 // trunk_row_bytes(fmt, ceil(N/128)*128) bytes and rows*ng f16 scales.
 void quantize_rows(const float* x, int64_t rows, int64_t N, int fmt, uint8_t* payload, uint16_t* scales);
-// Inverse, for verification: one row back to floats.
-void dequantize_row(const uint8_t* payload_row, const uint16_t* scales_row, int64_t N, int fmt, float* out);
 
 // Lists trunk tensors in source-name order and lays them out back to back.
 bool plan_trunk(const Checkpoint& ck, const ModelPlan& mp, int trunk_bits, bool trunk8, std::vector<TrunkEntry>* out,

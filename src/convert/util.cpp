@@ -9,9 +9,9 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
-#include <sstream>
 
-#include "convert/numeric.h"
+#include "common/sha256.h"
+#include "format/file.h"
 
 namespace sluice::convert {
 
@@ -60,15 +60,7 @@ bool parallel_for(int64_t n, int jobs, const std::function<bool(int64_t, std::st
 }
 
 bool read_file(const std::string& path, std::string* out, std::string* err) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        *err = path + ": cannot open";
-        return false;
-    }
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    *out = ss.str();
-    return true;
+    return status_ok(read_whole_file(path, size_t{1} << 30, out), err);
 }
 
 bool pwrite_all(int fd, const void* p, uint64_t n, uint64_t off, const std::string& path, std::string* err) {
@@ -126,26 +118,8 @@ int64_t file_size(const std::string& path) {
 bool file_exists(const std::string& path) { return file_size(path) >= 0; }
 
 std::string sha256_file(const std::string& path, std::string* err) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        *err = path + ": cannot open";
-        return "";
-    }
-    Sha256 h;
-    std::vector<uint8_t> buf(1 << 20);
-    for (;;) {
-        const ssize_t r = ::read(fd, buf.data(), buf.size());
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0) {
-            ::close(fd);
-            *err = path + ": read failed";
-            return "";
-        }
-        if (r == 0) break;
-        h.update(buf.data(), static_cast<size_t>(r));
-    }
-    ::close(fd);
-    return Sha256::hex(h.finish());
+    std::string hex;
+    return status_ok(sluice::sha256_file(path, &hex), err) ? hex : "";
 }
 
 int64_t peak_rss_kib() {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/status.h"
 #include "convert/convert.h"
 
 namespace sluice::convert {
@@ -20,15 +21,22 @@ bool parallel_for(int64_t n, int jobs, const std::function<bool(int64_t, std::st
 
 int resolve_jobs(int jobs);
 
+// The shared readers (src/format, src/common) return a Status; the
+// converter's functions return bool with the message in *err.
+inline bool status_ok(const Status& st, std::string* err) {
+    if (!st.is_ok() && err) *err = st.message();
+    return st.is_ok();
+}
+
 // Whole-file helpers. All report errors naming the path.
-bool read_file(const std::string& path, std::string* out, std::string* err);
+bool read_file(const std::string& path, std::string* out, std::string* err);  // up to 1 GiB
 bool write_file_atomic(const std::string& path, const std::string& data, std::string* err);
 bool pwrite_all(int fd, const void* p, uint64_t n, uint64_t off, const std::string& path, std::string* err);
 bool fsync_and_close(int fd, const std::string& path, std::string* err);
 bool rename_file(const std::string& from, const std::string& to, std::string* err);
 int64_t file_size(const std::string& path);  // -1 if missing
 bool file_exists(const std::string& path);
-std::string sha256_file(const std::string& path, std::string* err);
+std::string sha256_file(const std::string& path, std::string* err);  // lowercase hex, "" on error
 
 // Peak resident set (VmHWM) in KiB, or -1.
 int64_t peak_rss_kib();

@@ -1,23 +1,32 @@
 // `sluice verify`: every expert record header and CRC, codebook records,
 // trunk bounds; with a source checkpoint, the dequantized-vs-source error
 // of every trunk tensor and every expert matrix.
+//
+// The container is opened by the engine's own reader (src/format): the
+// manifest, bank index and trunk entries get exactly the checks the engine
+// applies when it loads a model, the record headers those it applies on
+// every read (check_expert_record), and the dequantized values are the ones
+// its kernels compute. On top of that, verify checks what the converter's
+// layout fixes exactly (offsets as config.json implies, zero flags and
+// padding, group 128, codebook record headers) and reports every bad record
+// instead of stopping at the first.
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 
-#include "convert/container.h"
 #include "convert/convert.h"
 #include "convert/experts.h"
-#include "convert/numeric.h"
 #include "convert/safetensors.h"
 #include "convert/trunk.h"
 #include "convert/util.h"
+#include "format/container.h"
+#include "format/crc32.h"
+#include "format/expert_record.h"
+#include "format/f16.h"
 
 namespace sluice::convert {
 
-static uint32_t rd16(const uint8_t* p) { return p[0] | (p[1] << 8); }
-static uint32_t rd32(const uint8_t* p) { return p[0] | (p[1] << 8) | (p[2] << 16) | (static_cast<uint32_t>(p[3]) << 24); }
+namespace {
 
 struct ErrAcc {
     double num = 0, den = 0, max_abs = 0;
@@ -32,125 +41,182 @@ struct ErrAcc {
     double rel() const { return den > 0 ? std::sqrt(num / den) : std::sqrt(num); }
 };
 
-// Header checks of FORMAT.md 6.11 plus what warp's verify_container.py
-// asserts; returns "" or the first problem.
-static std::string check_record(const WasteContainer& c, const WasteLayer& l, int64_t e, const std::vector<uint8_t>& r,
-                                bool* crc_bad) {
-    const RecordGeom& g = c.geom();
+// One bank with what its records must look like.
+struct Bank {
+    int layer = 0;
+    const BankEntry* entry = nullptr;
+    std::string path;
+    ExpertGeom eg;  // the engine's view (check_expert_record)
+    RecordGeom g;   // the converter's exact layout
+};
+
+// "" when record e is sound; otherwise the problem, naming file, expert and
+// layer. *crc_bad tells a checksum mismatch from a header problem.
+std::string check_record(const Container& c, const Bank& b, int64_t e, const std::vector<uint8_t>& r, bool* crc_bad) {
     *crc_bad = false;
-    if (rd32(&r[0]) != 0x50584557u) return "bad magic";
-    if (rd16(&r[4]) != (static_cast<uint32_t>(l.layer) & 0xFFFF) || rd16(&r[6]) != (static_cast<uint32_t>(e) & 0xFFFF))
-        return "layer/expert id fields do not match its position";
-    if (static_cast<uint64_t>(rd32(&r[16])) * 4096 != l.stride) return "rec_4k_blocks does not match the stride";
-    const int fmt = r[8];
-    if ((c.index_bits() == 6 && fmt != 8) || (c.index_bits() == 8 && fmt != 4 && fmt != 5))
-        return "fmt byte " + std::to_string(fmt) + " does not fit index_bits";
-    if (rd16(&r[12]) != 0) return "lowrank_id is not 0";
-    if (r[9] != 0) return "flags are not 0";
-    if (rd16(&r[10]) != static_cast<uint32_t>(l.base)) return "codebook_id differs from the layer's codebook_base";
-    if (rd16(&r[10]) + 3 * c.stages() > c.n_books()) return "codebook_id past the end of codebooks.bin";
+    ExpertView view;
+    const Status st = check_expert_record(r.data(), b.eg, b.layer, static_cast<int>(e), b.entry->codebook_base,
+                                          c.n_books(), false, b.path, &view);
+    if (!st) return st.message();
+    const std::string at = b.path + ": expert " + std::to_string(e) + " of layer " + std::to_string(b.layer) + ": ";
+    if (r[9] != 0) return at + "flags are not 0";
     for (int k = 0; k < 4; ++k)
-        if (rd32(&r[20 + 4 * k]) != g.off[k]) return "matrix offsets differ from the geometry config.json implies";
-    if (g.scale_end > l.stride) return "record too small for its scales";
-    const uint32_t crc = crc32(r.data() + 48, g.scale_end - 48);
+        if (rd32(&r[static_cast<size_t>(20 + 4 * k)]) != b.g.off[k])
+            return at + "matrix offsets differ from the geometry config.json implies";
+    if (b.g.scale_end > r.size()) return at + "record too small for its scales";
+    const uint32_t crc = crc32_ieee(r.data() + 48, b.g.scale_end - 48);
     if (crc != rd32(&r[36])) {
         *crc_bad = true;
-        char b[96];
-        std::snprintf(b, sizeof b, "checksum mismatch (stored %08x, computed %08x)", rd32(&r[36]), crc);
-        return b;
+        char m[96];
+        std::snprintf(m, sizeof m, "checksum mismatch (stored %08x, computed %08x)", rd32(&r[36]), crc);
+        return at + m;
     }
-    for (uint64_t i = g.scale_end; i < l.stride; ++i)
-        if (r[i] != 0) return "padding after the scales is not zero";
+    for (size_t i = b.g.scale_end; i < r.size(); ++i)
+        if (r[i] != 0) return at + "padding after the scales is not zero";
     return "";
 }
+
+bool read_record(const Container& c, const Bank& b, int64_t e, std::vector<uint8_t>* r, std::string* err) {
+    const uint64_t stride = static_cast<uint64_t>(b.eg.stride);
+    r->resize(stride);
+    return status_ok(c.bank_file(b.layer).pread_all(r->data(), stride, stride * static_cast<uint64_t>(e)), err);
+}
+
+// One matrix of a sound record per FORMAT.md 6.9: stages summed left to
+// right in f32 from the engine's decoded books (subnormals flushed, 5.3),
+// then one f32 multiply by the row scale (subnormals kept, 12.1).
+void dequant_matrix(const Container& c, const RecordGeom& g, const std::vector<uint8_t>& rec, int kind,
+                    std::vector<float>* w) {
+    const int S = g.S;
+    const int64_t M = g.rows[kind], N = g.cols[kind], nv = N / 8;
+    const int BE = c.book_entries();
+    std::vector<uint8_t> idx(static_cast<size_t>(M * nv * S));
+    unpack_indices(g, kind, rec.data(), idx.data());
+    const int64_t cbid = rd16(&rec[10]);
+    const uint8_t* scp = rec.data() + g.off[3] + 2 * (kind == 0 ? 0 : kind == 1 ? g.rows[0] : g.rows[0] + g.rows[1]);
+    w->resize(static_cast<size_t>(M * N));
+    for (int64_t r = 0; r < M; ++r) {
+        const float scale = f16_scale(rd16(scp + 2 * r));
+        for (int64_t v = 0; v < nv; ++v) {
+            const uint8_t* s = &idx[static_cast<size_t>((r * nv + v) * S)];
+            for (int d = 0; d < 8; ++d) {
+                float acc = 0.0f;
+                for (int st = 0; st < S; ++st) {
+                    const float cv = c.book(cbid + kind * S + st)[d * BE + s[st]];
+                    acc = st == 0 ? cv : acc + cv;
+                }
+                (*w)[static_cast<size_t>(r * N + v * 8 + d)] = acc * scale;
+            }
+        }
+    }
+}
+
+// Trunk entry checks beyond the engine's describe(): what the converter
+// (and warp's) always writes.
+std::string check_trunk_layout(const sluice::TrunkEntry& t, const QTensor& q) {
+    if (t.shape.size() > 4) return "shape must have 1-4 dims";
+    if (t.fmt != kF32 && t.group != 128) return "group is not 128";
+    const uint64_t payload = static_cast<uint64_t>(q.rows * q.rowbytes);
+    const uint64_t scales = t.fmt == kF32 ? 0 : 2 * static_cast<uint64_t>(q.rows * q.ng);
+    if (t.bytes >= 0 && static_cast<uint64_t>(t.bytes) != payload + scales)
+        return t.fmt == kF32 ? "F32 bytes != 4 x elements" : "payload/scales do not fit the shape";
+    return "";
+}
+
+}  // namespace
 
 int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, ProgressSink* user_sink) {
     DefaultSink dflt(false);
     ProgressSink* sink = user_sink ? user_sink : &dflt;
     *rep = VerifyReport{};
-    WasteContainer c;
-    if (!c.open(opt.container_dir, err)) return 2;
-    const std::string& dir = opt.container_dir;
-    const ojson cfg = c.manifest()["config"];
+    Container c;
+    if (!status_ok(c.open(opt.container_dir), err)) return 2;
+    const std::string& dir = c.dir();
+    const Manifest& man = c.manifest();
+    const ModelConfig& cfg = man.cfg;
+
     // Codebook records referenced by layers: headers as the converter writes them.
-    const uint64_t rs = codebook_record_size(c.entries());
-    for (const WasteLayer& l : c.layers())
-        for (int64_t b = l.base; b < l.base + 3 * c.stages() && b < c.n_books(); ++b) {
-            const uint8_t* p = &c.codebook_bytes()[static_cast<size_t>(b * rs)];
-            if (rd32(p) != 0x4B424357u || rd16(p + 4) != (static_cast<uint32_t>(b) & 0xFFFF) || p[7] != 8 ||
-                rd32(p + 8) != static_cast<uint32_t>(c.entries()))
-                rep->problems.push_back("codebooks.bin record " + std::to_string(b) + ": header is not a codebook of " +
-                                        std::to_string(c.entries()) + " entries with its own id");
+    std::string cbraw;
+    if (!read_file(dir + "/codebooks.bin", &cbraw, err)) return 2;
+    const uint64_t rs = codebook_record_size(man.eq.entries);
+    for (const auto& [L, b] : man.banks)
+        for (int64_t k = b.codebook_base; k < b.codebook_base + 3 * man.eq.stages && k < c.n_books(); ++k) {
+            const auto* p = reinterpret_cast<const uint8_t*>(&cbraw[static_cast<size_t>(k * rs)]);
+            if (rd32(p) != 0x4B424357u || rd16(p + 4) != (static_cast<uint32_t>(k) & 0xFFFF) || p[7] != 8 ||
+                rd32(p + 8) != static_cast<uint32_t>(man.eq.entries))
+                rep->problems.push_back("codebooks.bin record " + std::to_string(k) + ": header is not a codebook of " +
+                                        std::to_string(man.eq.entries) + " entries with its own id");
         }
-    const int64_t nexp = cfg.value("num_experts", int64_t{0});
-    for (const WasteLayer& l : c.layers()) {
-        const std::string path = dir + "/" + l.file;
-        if (l.experts != nexp || l.stride % 4096 != 0 || l.stride * static_cast<uint64_t>(l.experts) != l.bytes ||
-            file_size(path) != static_cast<int64_t>(l.bytes)) {
-            rep->problems.push_back(path + ": bank size/experts/stride do not match the manifest");
+
+    std::vector<Bank> banks;
+    for (const auto& [L, be] : man.banks) {
+        Bank b;
+        b.layer = L;
+        b.entry = &be;
+        b.path = dir + "/" + be.file;
+        b.g = record_geometry(cfg.moe_inter, cfg.expert_in(), man.eq.stages, man.eq.index_bits);
+        std::string p;
+        if (!status_ok(b.eg.init(cfg.moe_inter, cfg.expert_in(), man.eq.stages, man.eq.entries, man.eq.index_bits,
+                          be.bytes / be.experts),
+                &p)) {
+            rep->problems.push_back(b.path + ": " + p);
             ++rep->header_failures;
             continue;
         }
-        std::mutex mu;
-        parallel_for(l.experts, opt.jobs, [&](int64_t e, std::string*) {
+        if (c.bank_file(L).size() != static_cast<uint64_t>(be.bytes)) {
+            rep->problems.push_back(b.path + ": " + std::to_string(c.bank_file(L).size()) +
+                                    " bytes, the manifest says " + std::to_string(be.bytes));
+            ++rep->header_failures;
+            continue;
+        }
+        banks.push_back(std::move(b));
+    }
+    for (const Bank& b : banks) {
+        const int64_t n = b.entry->experts;
+        std::vector<std::string> found(static_cast<size_t>(n));
+        std::vector<char> crc_bad(static_cast<size_t>(n), 0);
+        parallel_for(n, opt.jobs, [&](int64_t e, std::string*) {
             std::vector<uint8_t> r;
             std::string er;
-            bool crc_bad = false;
-            std::string p = c.read_record(l, e, &r, &er) ? check_record(c, l, e, r, &crc_bad) : er;
-            std::lock_guard<std::mutex> lk(mu);
-            ++rep->records_checked;
-            if (!p.empty()) {
-                (crc_bad ? rep->crc_failures : rep->header_failures) += 1;
-                rep->problems.push_back("expert " + std::to_string(e) + " of layer " + std::to_string(l.layer) + ": " + p);
-            }
+            bool bad_crc = false;
+            found[static_cast<size_t>(e)] = read_record(c, b, e, &r, &er) ? check_record(c, b, e, r, &bad_crc) : er;
+            crc_bad[static_cast<size_t>(e)] = bad_crc;
             return true;
         }, nullptr);
-        sink->progress("verify", l.experts, l.experts, "layer " + std::to_string(l.layer));
-    }
-    // Exactly the MoE layers have bank entries (FORMAT.md 2.4).
-    const int64_t nl = cfg.value("num_hidden_layers", int64_t{0}), fk = cfg.value("first_k_dense_replace", int64_t{0});
-    for (int64_t L = 0; L < nl; ++L) {
-        bool has = false;
-        for (const WasteLayer& l : c.layers()) has |= l.layer == L;
-        const bool moe = nexp > 0 && L >= fk;
-        if (has != moe)
-            rep->problems.push_back("manifest layers: layer " + std::to_string(L) + (moe ? " is MoE but has no bank entry" : " is dense but has a bank entry"));
-    }
-    const int64_t tsz = file_size(dir + "/trunk.bin");
-    if (tsz < 0) rep->problems.push_back(dir + "/trunk.bin: missing");
-    for (const ojson& t : c.manifest()["trunk"]) {
-        const std::string name = t.value("name", "");
-        const int fmt = t.value("fmt", -1);
-        const uint64_t off = t.value("off", uint64_t{0}), bytes = t.value("bytes", uint64_t{0});
-        const std::vector<int64_t> shape = t.value("shape", std::vector<int64_t>{});
-        int64_t n = shape.empty() ? 0 : 1;
-        for (int64_t d : shape) n *= d;
-        std::string p;
-        if (fmt != kF32 && fmt != kQ8G && fmt != kQ4G && fmt != kQ3G) p = "unknown fmt " + std::to_string(fmt);
-        else if (shape.empty() || shape.size() > 4 || n <= 0) p = "shape must have 1-4 positive dims";
-        else if (tsz >= 0 && off + bytes > static_cast<uint64_t>(tsz)) p = "extends past trunk.bin";
-        else if (fmt == kF32 && bytes != static_cast<uint64_t>(n) * 4) p = "F32 bytes != 4 x elements";
-        else if (fmt != kF32) {
-            const int64_t N = shape.back(), R = n / N, ng = (N + 127) / 128;
-            const uint64_t payload = trunk_row_bytes(fmt, ng * 128) * static_cast<uint64_t>(R);
-            if (t.value("group", 128) != 128) p = "group is not 128";
-            else if (t.value("scale_off", uint64_t{0}) + 2 * static_cast<uint64_t>(R * ng) > static_cast<uint64_t>(tsz) ||
-                     bytes != payload + 2 * static_cast<uint64_t>(R * ng))
-                p = "payload/scales do not fit the shape";
+        for (int64_t e = 0; e < n; ++e) {  // in expert order, whatever order the workers finished in
+            ++rep->records_checked;
+            if (found[static_cast<size_t>(e)].empty()) continue;
+            (crc_bad[static_cast<size_t>(e)] ? rep->crc_failures : rep->header_failures) += 1;
+            rep->problems.push_back(found[static_cast<size_t>(e)]);
         }
-        if (!p.empty()) rep->problems.push_back("trunk entry '" + name + "': " + p);
+        sink->progress("verify", n, n, "layer " + std::to_string(b.layer));
+    }
+
+    // Every trunk entry, also those outside tensor_prefix the engine skips.
+    std::vector<QTensor> desc(man.trunk.size());
+    std::vector<char> trunk_ok(man.trunk.size(), 0);
+    for (size_t i = 0; i < man.trunk.size(); ++i) {
+        const sluice::TrunkEntry& t = man.trunk[i];
+        std::string p;
+        if (!status_ok(c.describe_entry(t, nullptr, &desc[i]), &p)) {
+            rep->problems.push_back(p);
+            continue;
+        }
+        p = check_trunk_layout(t, desc[i]);
+        if (!p.empty()) rep->problems.push_back("trunk entry '" + t.name + "': " + p);
+        else trunk_ok[i] = 1;
     }
 
     if (!opt.source_dir.empty()) {
         Checkpoint ck;
         ModelPlan mp;
-        if (!ck.open(opt.source_dir, err) || !load_model_plan(opt.source_dir, ck, &mp, err)) return 2;
-        ck.set_fp8_block(mp.fp8_bm, mp.fp8_bn);
+        if (!open_source(opt.source_dir, &ck, &mp, err)) return 2;
         std::vector<TrunkEntry> plan;
         uint64_t total = 0;
         if (!plan_trunk(ck, mp, 4, false, &plan, &total, err)) return 2;
-        for (const ojson& t : c.manifest()["trunk"]) {
-            const std::string name = t.value("name", "");
+        for (size_t i = 0; i < man.trunk.size(); ++i) {
+            if (!trunk_ok[i]) continue;
+            const std::string& name = man.trunk[i].name;
             const TrunkEntry* src = nullptr;
             for (const TrunkEntry& p : plan)
                 if (p.name == name) src = &p;
@@ -158,33 +224,45 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                 rep->problems.push_back("trunk entry '" + name + "': not in the source");
                 continue;
             }
-            std::vector<float> w, s(static_cast<size_t>(src->rows * src->cols));
-            if (!c.read_trunk(t, &w, err) || !ck.read_rows_f32(src->source, 0, src->rows, s.data(), err)) return 2;
-            if (w.size() != s.size()) {
-                rep->problems.push_back("trunk entry '" + name + "': element count differs from the source");
+            const QTensor& q = desc[i];
+            if (q.rows != src->rows || q.cols != src->cols) {
+                rep->problems.push_back("trunk entry '" + name + "': shape differs from the source");
                 continue;
             }
+            // Row chunks of ~1 M elements: the embedding alone is 1.5 GB as f32.
+            const int64_t chunk = std::max<int64_t>(1, (int64_t{1} << 20) / q.cols);
+            std::vector<float> w, s;
             ErrAcc a;
-            a.add(w.data(), s.data(), w.size());
+            for (int64_t r0 = 0; r0 < q.rows; r0 += chunk) {
+                const int64_t r1 = std::min(q.rows, r0 + chunk);
+                w.resize(static_cast<size_t>((r1 - r0) * q.cols));
+                s.resize(w.size());
+                if (!status_ok(c.read_rows_f32(man.trunk[i], q, r0, r1, w.data()), err) ||
+                    !ck.read_rows_f32(src->source, r0, r1, s.data(), err))
+                    return 2;
+                a.add(w.data(), s.data(), w.size());
+            }
             rep->trunk.push_back({name, a.rel(), a.rel(), a.max_abs});
         }
         static const char* kn[3] = {"gate", "up", "down"};
-        for (const WasteLayer& l : c.layers()) {
-            std::vector<double> rel[3];
+        for (const Bank& b : banks) {
+            const int64_t n = b.entry->experts;
+            std::vector<double> rel[3], absmax[3];
             double mabs[3] = {0, 0, 0};
-            std::vector<double> absmax[3];
             for (int k = 0; k < 3; ++k) {
-                rel[k].assign(static_cast<size_t>(l.experts), 0.0);
-                absmax[k].assign(static_cast<size_t>(l.experts), 0.0);
+                rel[k].assign(static_cast<size_t>(n), 0.0);
+                absmax[k].assign(static_cast<size_t>(n), 0.0);
             }
             std::mutex mu;
-            if (!parallel_for(l.experts, opt.jobs, [&](int64_t e, std::string* er) {
+            if (!parallel_for(n, opt.jobs, [&](int64_t e, std::string* er) {
                     std::vector<uint8_t> r;
-                    if (!c.read_record(l, e, &r, er)) return false;
+                    if (!read_record(c, b, e, &r, er)) return false;
+                    bool crc_bad = false;
+                    if (!check_record(c, b, e, r, &crc_bad).empty()) return true;  // reported above
                     for (int k = 0; k < 3; ++k) {
-                        std::vector<float> w, s(static_cast<size_t>(c.geom().rows[k] * c.geom().cols[k]));
-                        c.dequant_matrix(r, k, &w);
-                        if (!ck.read_rows_f32(mp.expert_name(l.layer, e, k), 0, c.geom().rows[k], s.data(), er)) return false;
+                        std::vector<float> w, s(static_cast<size_t>(b.g.rows[k] * b.g.cols[k]));
+                        dequant_matrix(c, b.g, r, k, &w);
+                        if (!ck.read_rows_f32(mp.expert_name(b.layer, e, k), 0, b.g.rows[k], s.data(), er)) return false;
                         ErrAcc a;
                         a.add(w.data(), s.data(), w.size());
                         std::lock_guard<std::mutex> lk(mu);
@@ -195,23 +273,18 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                     return true;
                 }, err))
                 return 2;
-            const std::string lp = std::string("L") + std::to_string(l.layer);
+            const std::string lp = std::string("L") + std::to_string(b.layer);
             if (opt.per_expert)  // in expert order, whatever order the workers finished in
-                for (int64_t e = 0; e < l.experts; ++e)
+                for (int64_t e = 0; e < n; ++e)
                     for (int k = 0; k < 3; ++k) {
-                        std::string nm = lp;
-                        nm += ".e";
-                        nm += std::to_string(e);
-                        nm += ".";
-                        nm += kn[k];
                         const size_t i = static_cast<size_t>(e);
-                        rep->experts.push_back({nm, rel[k][i], rel[k][i], absmax[k][i]});
+                        rep->experts.push_back({lp + ".e" + std::to_string(e) + "." + kn[k], rel[k][i], rel[k][i],
+                                                absmax[k][i]});
                     }
             for (int k = 0; k < 3; ++k) {
                 double sum = 0, mx = 0;
                 for (double v : rel[k]) { sum += v; mx = std::max(mx, v); }
-                rep->experts.push_back({lp + "." + kn[k],
-                                        l.experts ? sum / static_cast<double>(l.experts) : 0.0, mx, mabs[k]});
+                rep->experts.push_back({lp + "." + kn[k], n ? sum / static_cast<double>(n) : 0.0, mx, mabs[k]});
             }
         }
     }

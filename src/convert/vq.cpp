@@ -6,6 +6,7 @@
 
 #include "convert/numeric.h"
 #include "convert/util.h"
+#include "format/crc32.h"
 
 namespace sluice::convert {
 
@@ -333,7 +334,7 @@ void build_record(const RecordGeom& g, int layer, int expert, int codebook_id, c
     put32(rec + 24, g.off[1]);
     put32(rec + 28, g.off[2]);
     put32(rec + 32, g.off[3]);
-    put32(rec + 36, crc32(rec + 48, g.scale_end - 48));
+    put32(rec + 36, crc32_ieee(rec + 48, g.scale_end - 48));
 }
 
 void unpack_indices(const RecordGeom& g, int kind, const uint8_t* rec, uint8_t* idx) {

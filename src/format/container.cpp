@@ -68,19 +68,29 @@ Status Container::check_entry(const TrunkEntry &e, const std::string &name) cons
 
 Status Container::describe(const std::string &name, const std::vector<int64_t> &shape, QTensor *out) const {
     const TrunkEntry *e = find(name);
-    const std::string full = man_.tensor_prefix + name;
-    if (!e) return format_error(dir_ + "/manifest.json: required tensor '" + full + "' is missing");
-    SLUICE_TRY(check_entry(*e, name));
+    if (!e) return format_error(dir_ + "/manifest.json: required tensor '" + man_.tensor_prefix + name + "' is missing");
+    return describe_entry(*e, &shape, out);
+}
+
+Status Container::describe_entry(const TrunkEntry &entry, const std::vector<int64_t> *want, QTensor *out) const {
+    const TrunkEntry *e = &entry;
+    const std::string &full = e->name;
+    SLUICE_TRY(check_entry(*e, full));
     const std::string where = trunk_.path() + ": tensor '" + full + "'";
     auto shape_str = [](const std::vector<int64_t> &s) {
         std::string r = "[";
         for (size_t i = 0; i < s.size(); i++) r += (i ? "," : "") + (s[i] < 0 ? std::string("*") : std::to_string(s[i]));
         return r + "]";
     };
-    bool shape_ok = e->shape.size() == shape.size();
-    for (size_t i = 0; shape_ok && i < shape.size(); i++) shape_ok = shape[i] < 0 || shape[i] == e->shape[i];
-    if (!shape_ok)
-        return format_error(where + " has shape " + shape_str(e->shape) + ", expected " + shape_str(shape));
+    if (want) {
+        const std::vector<int64_t> &shape = *want;
+        bool shape_ok = e->shape.size() == shape.size();
+        for (size_t i = 0; shape_ok && i < shape.size(); i++) shape_ok = shape[i] < 0 || shape[i] == e->shape[i];
+        if (!shape_ok)
+            return format_error(where + " has shape " + shape_str(e->shape) + ", expected " + shape_str(shape));
+    } else if (e->shape.empty()) {
+        return format_error(where + " has an empty shape");
+    }
     QTensor &t = *out;
     t.name = full;
     t.fmt = (QFmt)e->fmt;
@@ -145,18 +155,13 @@ Status Container::load_f32_min(const std::string &name, int64_t min_elems, std::
     return Status::ok();
 }
 
-Status Container::read_row_f32(const QTensor &d, int64_t r, float *out) const {
-    const TrunkEntry *e = find(d.name.substr(man_.tensor_prefix.size()));
-    std::vector<uint8_t> row((size_t)d.rowbytes);
-    SLUICE_TRY(trunk_.pread_all(row.data(), row.size(), e->off + (uint64_t)r * d.rowbytes));
+void dequant_row_f32(const QTensor &d, const uint8_t *row, const uint8_t *sraw, float *out) {
     if (d.fmt == QFmt::F32) {
-        std::memcpy(out, row.data(), (size_t)d.cols * 4);
-        return Status::ok();
+        std::memcpy(out, row, (size_t)d.cols * 4);
+        return;
     }
-    std::vector<uint8_t> sraw((size_t)(2 * d.ng));
-    SLUICE_TRY(trunk_.pread_all(sraw.data(), sraw.size(), e->scale_off + (uint64_t)r * d.ng * 2));
     for (int64_t i = 0; i < d.cols; i++) {
-        float s = f16_scale(rd16(sraw.data() + 2 * (i / d.group)));
+        float s = f16_scale(rd16(sraw + 2 * (i / d.group)));
         int q;
         if (d.fmt == QFmt::Q8G) {
             q = (int8_t)row[(size_t)i];
@@ -170,6 +175,30 @@ Status Container::read_row_f32(const QTensor &d, int64_t r, float *out) const {
         }
         out[i] = (float)q * s;
     }
+}
+
+Status Container::read_row_f32(const QTensor &d, int64_t r, float *out) const {
+    const TrunkEntry *e = find(d.name.substr(man_.tensor_prefix.size()));
+    if (!e) return format_error(dir_ + "/manifest.json: tensor '" + d.name + "' is missing");
+    return read_rows_f32(*e, d, r, r + 1, out);
+}
+
+Status Container::read_rows_f32(const TrunkEntry &e, const QTensor &d, int64_t r0, int64_t r1, float *out) const {
+    if (r0 < 0 || r1 < r0 || r1 > d.rows)
+        return arg_error(trunk_.path() + ": tensor '" + d.name + "': rows [" + std::to_string(r0) + ", " +
+                         std::to_string(r1) + ") outside [0, " + std::to_string(d.rows) + ")");
+    const int64_t n = r1 - r0;
+    if (n == 0) return Status::ok();
+    std::vector<uint8_t> rows((size_t)(n * d.rowbytes));
+    SLUICE_TRY(trunk_.pread_all(rows.data(), rows.size(), e.off + (uint64_t)r0 * d.rowbytes));
+    std::vector<uint8_t> sraw;
+    if (d.fmt != QFmt::F32) {
+        sraw.resize((size_t)(2 * d.ng * n));
+        SLUICE_TRY(trunk_.pread_all(sraw.data(), sraw.size(), e.scale_off + (uint64_t)r0 * d.ng * 2));
+    }
+    for (int64_t r = 0; r < n; r++)
+        dequant_row_f32(d, rows.data() + r * d.rowbytes, sraw.empty() ? nullptr : sraw.data() + 2 * d.ng * r,
+                    out + r * d.cols);
     return Status::ok();
 }
 

@@ -14,6 +14,11 @@
 
 namespace sluice {
 
+// One stored row of a trunk tensor (fmt, cols and group from desc) to f32:
+// q times its group's f16 scale (sraw: ng little-endian f16, unused for
+// F32), the values the engine's kernels multiply with.
+void dequant_row_f32(const QTensor &desc, const uint8_t *row, const uint8_t *sraw, float *out);
+
 class Container {
 public:
     Status open(const std::string &dir);
@@ -31,8 +36,15 @@ public:
     Status load_f32_min(const std::string &name, int64_t min_elems, std::vector<float> *out) const;
     // Validates a matrix entry without loading its payload (the embedding).
     Status describe(const std::string &name, const std::vector<int64_t> &shape, QTensor *out) const;
+    // The same checks for any entry of manifest().trunk, including those
+    // outside tensor_prefix that find() skips (`sluice verify` checks them
+    // all); shape == nullptr accepts any shape.
+    Status describe_entry(const TrunkEntry &e, const std::vector<int64_t> *shape, QTensor *out) const;
     // Reads row r of a described matrix from disk, dequantized to f32.
     Status read_row_f32(const QTensor &desc, int64_t r, float *out) const;
+    // Rows [r0, r1) of entry e (described by desc) in one read, dequantized
+    // to f32 the way read_row_f32 does it: (r1 - r0) * desc.cols floats.
+    Status read_rows_f32(const TrunkEntry &e, const QTensor &desc, int64_t r0, int64_t r1, float *out) const;
 
     // Codebooks: n_books records of 8 x book_entries() floats, component-
     // major (value j of entry c at [j * book_entries() + c]; subnormals
