@@ -115,6 +115,13 @@ class Spec:
         self.lo, self.hi = lo, hi
 
     @property
+    def params(self):
+        """Logical weights stored here: scale tensors count none, an FP4 byte two."""
+        if self.fill in ("fp8scale", "e8m0"):
+            return 0
+        return int(np.prod(self.shape, dtype=np.int64)) * (2 if self.fill == "fp4" else 1)
+
+    @property
     def nbytes(self):
         return int(np.prod(self.shape, dtype=np.int64)) * (2 if self.dtype == "BF16" else
                                                           4 if self.dtype == "F32" else 1)
@@ -291,11 +298,13 @@ def build(out, family, scale="tiny", layers=None, experts=None, vocab=None, size
             weight_map[s.name] = fname
         log("wrote %s (%d tensors)" % (fname, len(sh)))
     with open(os.path.join(out, "model.safetensors.index.json"), "w") as f:
-        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f, indent=1)
+        json.dump({"metadata": {"total_size": total, "total_parameters": sum(s.params for s in specs)},
+                   "weight_map": weight_map}, f, indent=1)
     with open(os.path.join(out, "config.json"), "w") as f:
         json.dump(hf_config(family, cfg, trunk_dtype, expert_dtype), f, indent=1)
-    log("%s: %s, %d layers, %d experts, %.3f GB of tensor data in %d shards" % (
-        out, family, cfg["num_hidden_layers"], cfg["num_experts"], total / 1e9, len(shards)))
+    log("%s: %s, %d layers, %d experts, %.3f GB of tensor data (%.1f M weights) in %d shards" % (
+        out, family, cfg["num_hidden_layers"], cfg["num_experts"], total / 1e9,
+        sum(s.params for s in specs) / 1e6, len(shards)))
     return total
 
 

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 
@@ -202,19 +203,23 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     // Experts, one layer at a time (workers share a layer, so memory is one
     // layer's sample plus one expert per worker whatever --jobs is).
     const RecordGeom g = record_geometry(mp.moe_inter, mp.lat, ep.S, ep.index_bits);
+    const auto t_start = std::chrono::steady_clock::now();
+    PhaseTimes pt;
     for (size_t i = 0; i < mp.moe_layers.size(); ++i) {
         const int L = mp.moe_layers[i];
         if (layer_done(dir, mp, ep, L)) {
             sink->message("layer " + std::to_string(L) + ": already converted, skipped");
             continue;
         }
-        if (!convert_layer(ck, mp, ep, L, static_cast<int>(i) * 3 * ep.S, dir, jobs, sink, err)) return 2;
+        if (!convert_layer(ck, mp, ep, L, static_cast<int>(i) * 3 * ep.S, dir, jobs, sink, err, &pt)) return 2;
     }
+    const auto t_trunk = std::chrono::steady_clock::now();
     if (file_size(dir + "/trunk.bin") == static_cast<int64_t>(trunk_total)) {
         sink->message("trunk.bin: already written, skipped");
     } else if (!write_trunk(ck, trunk, trunk_total, dir, jobs, sink, err)) {
         return 2;
     }
+    const std::chrono::duration<double> trunk_s = std::chrono::steady_clock::now() - t_trunk;
     // codebooks.bin: the parts at their bases (3*S apart, from 0, no gaps).
     std::string cb, part;
     for (int L : mp.moe_layers) {
@@ -273,10 +278,13 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     for (int L : mp.moe_layers) ::unlink((dir + "/" + codebook_part(L)).c_str());
     ::unlink((dir + "/" + kStateFile).c_str());
     const int64_t rss = peak_rss_kib();
-    char line[256];
-    std::snprintf(line, sizeof line, "converted %zu MoE layers, %zu trunk tensors (%llu bytes); peak RSS %.1f MiB",
-                  mp.moe_layers.size(), trunk.size(), static_cast<unsigned long long>(trunk_total),
-                  rss < 0 ? -1.0 : static_cast<double>(rss) / 1024.0);
+    const std::chrono::duration<double> total_s = std::chrono::steady_clock::now() - t_start;
+    char line[384];
+    std::snprintf(line, sizeof line,
+                  "converted %zu MoE layers, %zu trunk tensors (%llu bytes) in %.1f s (k-means %.1f s, expert "
+                  "encoding %.1f s, trunk %.1f s); peak RSS %.1f MiB",
+                  mp.moe_layers.size(), trunk.size(), static_cast<unsigned long long>(trunk_total), total_s.count(),
+                  pt.kmeans_s, pt.encode_s, trunk_s.count(), rss < 0 ? -1.0 : static_cast<double>(rss) / 1024.0);
     sink->message(line);
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -52,7 +53,8 @@ static bool read_expert(const Checkpoint& ck, const ModelPlan& mp, int layer, in
 }
 
 bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams& p, int layer, int base,
-                   const std::string& dir, int jobs, ProgressSink* sink, std::string* err) {
+                   const std::string& dir, int jobs, ProgressSink* sink, std::string* err, PhaseTimes* times) {
+    const auto t0 = std::chrono::steady_clock::now();
     const std::string lname = "layer " + std::to_string(layer);
     const int64_t nexp = mp.num_experts;
     const uint64_t layer_seed = mix_seed(p.seed, static_cast<uint64_t>(layer));
@@ -101,6 +103,7 @@ bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams
         }
     }
 
+    const auto t1 = std::chrono::steady_clock::now();
     // 2. Encode every expert into its fixed-size record, in parallel; each
     //    record lands at e * stride, so thread scheduling cannot move a byte.
     const RecordGeom g = record_geometry(mp.moe_inter, mp.lat, p.S, p.index_bits);
@@ -151,6 +154,11 @@ bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams
             cb.append(reinterpret_cast<const char*>(r.data()), r.size());
         }
     if (!write_file_atomic(dir + "/" + codebook_part(layer), cb, err)) return false;
+    if (times) {
+        const std::chrono::duration<double> km = t1 - t0, enc = std::chrono::steady_clock::now() - t1;
+        times->kmeans_s += km.count();
+        times->encode_s += enc.count();
+    }
     return rename_file(tmp, bank, err);
 }
 

@@ -26,10 +26,18 @@ std::string codebook_part(int layer);  // "codebooks-L{n}.bin"
 // run's fingerprint matched).
 bool layer_done(const std::string& dir, const ModelPlan& mp, const ExpertParams& p, int layer);
 
+// Wall time of the two halves of a layer, summed over layers for the summary
+// line (they scale differently: k-means is a fixed cost per layer, encoding
+// grows with the number of experts).
+struct PhaseTimes {
+    double kmeans_s = 0, encode_s = 0;
+};
+
 // Trains the layer's 3*S codebooks and encodes every expert. Memory: the
 // k-means sample (<= train vectors) plus one expert per worker thread.
 bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams& p, int layer, int codebook_base,
-                   const std::string& dir, int jobs, ProgressSink* sink, std::string* err);
+                   const std::string& dir, int jobs, ProgressSink* sink, std::string* err,
+                   PhaseTimes* times = nullptr);
 
 // Row scales and normalization (13.4): s_r = max(max|W_r|, 1e-8); W_r / s_r.
 void normalize_rows(const float* w, int64_t M, int64_t N, float* out, uint16_t* scales_f16);
