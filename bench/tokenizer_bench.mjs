@@ -12,9 +12,12 @@
 // encode_ordinary / encode(t, [], []) on the record decoded to a JavaScript
 // string, which is what their callers hold). Not timed: loading the ranks
 // (reported separately), reading the corpus, decoding it to strings. Each
-// implementation gets one untimed warm-up pass (JIT, caches) and the rate is
-// the best of REPS timed passes. MB/s counts the corpus's UTF-8 bytes
-// (10^6 bytes per MB) for all three.
+// implementation gets one untimed warm-up pass (JIT, caches). Then REPS
+// rounds each time one pass of every implementation in turn (sluice: a
+// fresh bench_tokenizer process, best of 3 passes inside), so that all three
+// sample the same periods of a shared machine's load; the rate is each one's
+// best round. MB/s counts the corpus's UTF-8 bytes (10^6 bytes per MB) for
+// all three.
 //
 // Sanity: the warm-up pass's ids are compared record by record with
 // sluice's; the totals must be equal. js-tiktoken runs the pattern as a
@@ -86,18 +89,27 @@ const same = (a, b) => {
 };
 const jsRegexDivergence = /[\u0085\uFEFF]|'\u017F/;
 
-// Warm-up pass (kept for the cross-check), then the best of `reps` passes.
-function timeIt(texts, encode) {
-  const first = texts.map(encode);
-  let best = Infinity;
+// One pass over the corpus: seconds, and the ids when `keep`.
+function pass(texts, encode, keep) {
+  const out = keep ? new Array(texts.length) : null;
   let sink = 0;
-  for (let r = 0; r < reps; ++r) {
-    const t0 = performance.now();
-    for (let i = 0; i < texts.length; ++i) sink += encode(texts[i]).length;
-    best = Math.min(best, (performance.now() - t0) / 1000);
+  const t0 = performance.now();
+  for (let i = 0; i < texts.length; ++i) {
+    const ids = encode(texts[i]);
+    if (keep) out[i] = ids;
+    else sink += ids.length;
   }
-  if (sink < 0) console.log(sink);
-  return { first, best };
+  const secs = (performance.now() - t0) / 1000;
+  if (sink < 0) console.log(sink);  // keeps the results alive
+  return { secs, ids: out };
+}
+
+function runSluice(rankFile, enc, corpus, passes, idsFile) {
+  const args = ["--ranks", rankFile, "--pattern", enc, "--corpus", corpus, "--reps", String(passes)];
+  if (idsFile) args.push("--ids-out", idsFile);
+  const r = spawnSync(benchBin, args, { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`${benchBin} failed: ${r.stderr}`);
+  return JSON.parse(r.stdout);
 }
 
 const corpora = corpusArgs.map((a) => {
@@ -114,7 +126,7 @@ const corpora = corpusArgs.map((a) => {
 });
 
 console.log(`tokenizer bench: node ${process.version}, @dqbd/tiktoken ${versions.dqbd}, ` +
-  `js-tiktoken ${versions.js}, best of ${reps} passes, load average ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`);
+  `js-tiktoken ${versions.js}, best of ${reps} interleaved rounds, load average ${os.loadavg().map((x) => x.toFixed(2)).join(" ")}`);
 const rows = [];
 let failed = false;
 for (const enc of ["o200k_base", "cl100k_base"]) {
@@ -132,22 +144,25 @@ for (const enc of ["o200k_base", "cl100k_base"]) {
 
   for (const c of corpora) {
     const idsFile = path.join(workDir, `${enc}.${c.name}.ids`);
-    const r = spawnSync(benchBin, ["--ranks", rankFile, "--pattern", enc, "--corpus", c.file,
-      "--reps", String(reps), "--ids-out", idsFile], { encoding: "utf8" });
-    if (r.status !== 0) throw new Error(`${benchBin} failed: ${r.stderr}`);
-    const ours = JSON.parse(r.stdout);
+    // Round 0: warm-up passes, whose ids are cross-checked.
+    const ours = runSluice(rankFile, enc, c.file, 3, idsFile);
     if (ours.bytes !== c.bytes) throw new Error(`byte counts differ: ${ours.bytes} vs ${c.bytes}`);
     const oursIds = readIds(idsFile, c.texts.length);
-
-    const dqRun = timeIt(c.texts, (t) => dq.encode_ordinary(t));
-    const jsRun = timeIt(c.texts, (t) => js.encode(t, [], []));
+    const dqFirst = pass(c.texts, (t) => dq.encode_ordinary(t), true).ids;
+    const jsFirst = pass(c.texts, (t) => js.encode(t, [], []), true).ids;
+    const best = { sluice: Infinity, dqbd: Infinity, js: Infinity };
+    for (let r = 0; r < reps; ++r) {
+      best.sluice = Math.min(best.sluice, runSluice(rankFile, enc, c.file, 3).best_s);
+      best.dqbd = Math.min(best.dqbd, pass(c.texts, (t) => dq.encode_ordinary(t), false).secs);
+      best.js = Math.min(best.js, pass(c.texts, (t) => js.encode(t, [], []), false).secs);
+    }
     const check = { dqbd: 0, js: 0, excused: 0, dqTokens: 0, jsTokens: 0 };
     c.texts.forEach((t, i) => {
-      check.dqTokens += dqRun.first[i].length;
-      check.jsTokens += jsRun.first[i].length;
-      if (!same(dqRun.first[i], oursIds[i])) check.dqbd++;
-      if (!same(jsRun.first[i], oursIds[i])) {
-        if (same(dqRun.first[i], oursIds[i]) && jsRegexDivergence.test(t)) check.excused++;
+      check.dqTokens += dqFirst[i].length;
+      check.jsTokens += jsFirst[i].length;
+      if (!same(dqFirst[i], oursIds[i])) check.dqbd++;
+      if (!same(jsFirst[i], oursIds[i])) {
+        if (same(dqFirst[i], oursIds[i]) && jsRegexDivergence.test(t)) check.excused++;
         else check.js++;
       }
     });
@@ -155,7 +170,7 @@ for (const enc of ["o200k_base", "cl100k_base"]) {
     const mb = c.bytes / 1e6;
     rows.push({
       enc, corpus: c.name, mb, tokens: ours.tokens,
-      sluice: ours.mb_per_s, dqbd: mb / dqRun.best, js: mb / jsRun.best,
+      sluice: mb / best.sluice, dqbd: mb / best.dqbd, js: mb / best.js,
       load: { sluice: ours.load_s, dqbd: dqLoad, js: jsLoad }, check,
     });
     const row = rows[rows.length - 1];

@@ -6,7 +6,7 @@
 #
 # Usage: bench/tokenizer_bench.sh [BUILD_DIR [REPS]]
 #   BUILD_DIR: a build with -DSLUICE_BUILD_BENCH=ON (default: build); its
-#   bench/bench_tokenizer must be built. REPS: timed passes (default 5).
+#   bench/bench_tokenizer must be built. REPS: interleaved timing rounds (default 5).
 # Needs node and the npm packages of tests/tokenizer/node (npm ci there, or
 # .ci/deps/tokenizer.sh), and /usr/bin/python3 for the corpora.
 set -eu
