@@ -88,25 +88,29 @@ inline void exp8_wide(__m256 t, __m256d* lo, __m256d* hi) {
     *hi = _mm256_andnot_pd(mask_hi(under), _mm256_mul_pd(_mm256_add_pd(one, hi_pd(q)), _mm256_castsi256_pd(b1)));
 }
 
-bool head(const float* x, int64_t V, Head* h) {
-    *h = Head{};
-    const int64_t V16 = V & ~int64_t(15);
+bool tile_max(const float* x, int64_t t0, int64_t t1, float* M) {
+    const int64_t e8 = t0 + ((t1 - t0) & ~int64_t(7));
     const __m256 inf = _mm256_set1_ps(kInfF);
     __m256 mx = _mm256_set1_ps(-kInfF), bad = _mm256_setzero_ps();
-    for (int64_t v = 0; v < V16; v += 8) {
+    for (int64_t v = t0; v < e8; v += 8) {
         const __m256 xv = _mm256_loadu_ps(x + v);
         bad = _mm256_or_ps(bad, _mm256_cmp_ps(xv, inf, _CMP_NLT_UQ));  // NaN or +inf
         mx = _mm256_max_ps(mx, xv);
     }
     alignas(32) float m8[8];
     _mm256_store_ps(m8, mx);
-    float M = m8[0];
-    for (int i = 1; i < 8; ++i) M = m8[i] > M ? m8[i] : M;
-    if (_mm256_movemask_ps(bad) || !max_scalar(x, V16, V, &M) || M == -kInfF) return false;
-    h->max = M;
+    float m = m8[0];
+    for (int i = 1; i < 8; ++i) m = m8[i] > m ? m8[i] : m;
+    *M = m;
+    return !_mm256_movemask_ps(bad) && max_scalar(x, e8, t1, M);
+}
+
+void tile_sum(const float* x, int64_t t0, int64_t t1, float M, double* lanes, Head* h) {
+    const int64_t e16 = t0 + ((t1 - t0) & ~int64_t(15));
     const __m256 Mv = _mm256_set1_ps(M);
-    __m256d acc[4] = {_mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd(), _mm256_setzero_pd()};
-    for (int64_t v = 0; v < V16; v += 16)
+    __m256d acc[4];
+    for (int i = 0; i < 4; ++i) acc[i] = _mm256_loadu_pd(lanes + 4 * i);
+    for (int64_t v = t0; v < e16; v += 16)
         for (int half = 0; half < 2; ++half) {
             const int64_t at = v + 8 * half;
             const __m256 xv = _mm256_loadu_ps(x + at);
@@ -120,12 +124,11 @@ bool head(const float* x, int64_t V, Head* h) {
                 h->n_max += __builtin_popcount(eq);
             }
         }
-    alignas(32) double lanes[kLanes];
-    for (int i = 0; i < 4; ++i) _mm256_store_pd(lanes + 4 * i, acc[i]);
-    sum_scalar(x, V16, V, M, lanes, h);
-    h->sum = lane_total(lanes);
-    return true;
+    for (int i = 0; i < 4; ++i) _mm256_storeu_pd(lanes + 4 * i, acc[i]);
+    sum_scalar(x, e16, t1, M, lanes, h);
 }
+
+bool head(const float* x, int64_t V, Head* h) { return head_tiled(x, V, h, tile_max, tile_sum); }
 
 void pass2(const float* x, const float* y, int64_t V, float Mx, float My, double ox, double oy, bool want_js, Pass2* o) {
     const int64_t V16 = V & ~int64_t(15);

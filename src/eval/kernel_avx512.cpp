@@ -82,23 +82,25 @@ inline __m512 to_ps(__m512d lo, __m512d hi) {
     return _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(lo)), _mm512_cvtpd_ps(hi), 1);
 }
 
-bool head(const float* x, int64_t V, Head* h) {
-    *h = Head{};
-    const int64_t V16 = V & ~int64_t(15);
+bool tile_max(const float* x, int64_t t0, int64_t t1, float* M) {
+    const int64_t e16 = t0 + ((t1 - t0) & ~int64_t(15));
     const __m512 inf = _mm512_set1_ps(kInfF);
     __m512 mx = _mm512_set1_ps(-kInfF);
     __mmask16 bad = 0;
-    for (int64_t v = 0; v < V16; v += 16) {
+    for (int64_t v = t0; v < e16; v += 16) {
         const __m512 xv = _mm512_loadu_ps(x + v);
         bad |= _mm512_cmp_ps_mask(xv, inf, _CMP_NLT_UQ);  // NaN or +inf
         mx = _mm512_max_ps(mx, xv);
     }
-    float M = _mm512_reduce_max_ps(mx);
-    if (bad || !max_scalar(x, V16, V, &M) || M == -kInfF) return false;
-    h->max = M;
+    *M = _mm512_reduce_max_ps(mx);
+    return !bad && max_scalar(x, e16, t1, M);
+}
+
+void tile_sum(const float* x, int64_t t0, int64_t t1, float M, double* lanes, Head* h) {
+    const int64_t e16 = t0 + ((t1 - t0) & ~int64_t(15));
     const __m512 Mv = _mm512_set1_ps(M);
-    __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd();
-    for (int64_t v = 0; v < V16; v += 16) {
+    __m512d a0 = _mm512_loadu_pd(lanes), a1 = _mm512_loadu_pd(lanes + 8);
+    for (int64_t v = t0; v < e16; v += 16) {
         const __m512 xv = _mm512_loadu_ps(x + v);
         __m512d elo, ehi;
         exp16_wide(_mm512_sub_ps(xv, Mv), &elo, &ehi);
@@ -110,13 +112,12 @@ bool head(const float* x, int64_t V, Head* h) {
             h->n_max += __builtin_popcount(unsigned(eq));
         }
     }
-    alignas(64) double lanes[kLanes];
-    _mm512_store_pd(lanes, a0);
-    _mm512_store_pd(lanes + 8, a1);
-    sum_scalar(x, V16, V, M, lanes, h);
-    h->sum = lane_total(lanes);
-    return true;
+    _mm512_storeu_pd(lanes, a0);
+    _mm512_storeu_pd(lanes + 8, a1);
+    sum_scalar(x, e16, t1, M, lanes, h);
 }
+
+bool head(const float* x, int64_t V, Head* h) { return head_tiled(x, V, h, tile_max, tile_sum); }
 
 void pass2(const float* x, const float* y, int64_t V, float Mx, float My, double ox, double oy, bool want_js, Pass2* o) {
     const int64_t V16 = V & ~int64_t(15);

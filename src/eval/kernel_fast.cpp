@@ -12,14 +12,7 @@ namespace fastk {
 namespace {
 
 bool head_scalar(const float* x, int64_t V, Head* h) {
-    *h = Head{};
-    float M = -kInfF;
-    if (!max_scalar(x, 0, V, &M) || M == -kInfF) return false;
-    double lanes[kLanes] = {};
-    h->max = M;
-    sum_scalar(x, 0, V, M, lanes, h);
-    h->sum = lane_total(lanes);
-    return true;
+    return head_tiled(x, V, h, max_scalar, sum_scalar);
 }
 
 void pass2_scalar_row(const float* x, const float* y, int64_t V, float Mx, float My, double ox, double oy, bool want_js,

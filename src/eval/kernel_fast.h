@@ -139,7 +139,7 @@ struct Acc {
 
 // ---- the scalar definition (also the tail of the vector kernels) ----------
 
-// Max sweep over [v0, V): false on NaN or +inf.
+// Max over [v0, V) into *M: false on NaN or +inf.
 static inline bool max_scalar(const float* x, int64_t v0, int64_t V, float* M) {
     for (int64_t v = v0; v < V; ++v) {
         const float t = x[v];
@@ -149,7 +149,7 @@ static inline bool max_scalar(const float* x, int64_t v0, int64_t V, float* M) {
     return true;
 }
 
-// Exp-sum sweep over [v0, V) into lanes; argmax/tie bookkeeping.
+// Σ exp(x - M) over [v0, V) into the lanes; argmax/tie bookkeeping.
 static inline void sum_scalar(const float* x, int64_t v0, int64_t V, float M, double* lanes, Head* h) {
     for (int64_t v = v0; v < V; ++v) {
         lanes[v & (kLanes - 1)] += exp32_wide(x[v] - M);
@@ -158,6 +158,40 @@ static inline void sum_scalar(const float* x, int64_t v0, int64_t V, float M, do
             ++h->n_max;
         }
     }
+}
+
+// Pass 1 in one sweep: tiles of kTile elements (a multiple of 16, so every
+// element keeps lane v % 16). A tile's max is taken while the tile sits in
+// L1, and the lane sums are rescaled in fp64 when the running max rises, so
+// each operand row is read from memory once instead of twice (a separate
+// max sweep was the first, memory-bound touch of rows fresh from disk).
+constexpr int64_t kTile = 4096;
+
+template <class TileMax, class TileSum>
+static inline bool head_tiled(const float* x, int64_t V, Head* h, TileMax tile_max, TileSum tile_sum) {
+    *h = Head{};
+    double lanes[kLanes] = {};
+    float M = -kInfF;
+    for (int64_t t0 = 0; t0 < V; t0 += kTile) {
+        const int64_t t1 = V - t0 < kTile ? V : t0 + kTile;
+        float m = -kInfF;
+        if (!tile_max(x, t0, t1, &m)) return false;  // NaN or +inf
+        if (m > M) {
+            if (M != -kInfF) {
+                const double f = std::exp(double(M) - double(m));
+                for (double& l : lanes) l *= f;
+            }
+            M = m;
+            h->argmax = -1;  // earlier "maxima" were not
+            h->n_max = 0;
+        }
+        if (M == -kInfF) continue;  // all -inf so far: nothing to add
+        tile_sum(x, t0, t1, M, lanes, h);
+    }
+    if (M == -kInfF) return false;  // no finite value
+    h->max = M;
+    h->sum = lane_total(lanes);
+    return true;
 }
 
 static inline void pass2_scalar(const float* x, const float* y, int64_t v0, int64_t V, float Mx, float My, double ox,

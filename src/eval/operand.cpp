@@ -145,7 +145,10 @@ public:
     std::string label() const override { return dir_; }
     int64_t vocab() const override { return V_; }
     bool concurrent() const override { return true; }
-    uint64_t stream_buffer_bytes() const override { return readahead_bytes(io_, uint64_t(V_) * 4); }
+    uint64_t stream_buffer_bytes() const override {
+        // A window file: T-1 F32 rows plus a header (allowance: 1 MiB).
+        return readahead_bytes(io_, uint64_t(V_) * 4, uint64_t(T_ - 1) * uint64_t(V_) * 4 + (1 << 20));
+    }
     bool hashes_unchecked() const override { return !verify_; }
     std::vector<std::string> warnings() const override { return warn_; }
     json identity() const override {

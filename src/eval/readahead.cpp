@@ -72,13 +72,14 @@ void ReadAhead::stop() {
     }
     cv_.notify_all();
     if (th_.joinable()) th_.join();
+    if (hasher_.joinable()) hasher_.join();
 }
 
 Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o, uint64_t record) {
     path_ = path;
     o_ = o;
     o_.chunk = std::max<uint64_t>(o_.chunk, kAlign);
-    o_.depth = std::max(2, o_.depth);  // one buffer filling while one is consumed
+    o_.depth = std::max(3, o_.depth);  // one buffer read, one hashed, one consumed
     mode_ = o.mode;
     if (mode_ == IoMode::direct) {
         fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -96,7 +97,7 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
     span_ = record ? std::max<uint64_t>(record, o_.chunk / record * record) : o_.chunk;
     start_ = o_.hash ? 0 : begin;
     stop_ = o_.hash ? size_ : end;
-    buf_bytes_ = round_up(std::max(span_, o_.chunk), kAlign) + 2 * kAlign;
+    buf_bytes_ = round_up(std::min(std::max(span_, o_.chunk), stop_ - start_), kAlign) + 2 * kAlign;
     if (mode_ == IoMode::buffered) (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
     for (int i = 0; i < o_.depth; ++i) {
         uint8_t* b = pool().get(buf_bytes_);
@@ -105,16 +106,17 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
         free_.push_back(b);
     }
     th_ = std::thread([this] { run(); });
+    if (o_.hash) hasher_ = std::thread([this] { hash(); });
     return {};
 }
 
 void ReadAhead::run() {
-    Sha256 sha;
-    auto fail = [&](std::string m) {
+    auto finish_reading = [&](Status st) {
         {
             std::lock_guard<std::mutex> lk(mu_);
-            err_ = err(Code::io, path_ + ": " + m);
-            done_ = true;
+            if (!st.ok()) err_ = st;
+            read_done_ = true;
+            if (!o_.hash) done_ = true;  // else the hasher finishes the stream
         }
         cv_.notify_all();
     };
@@ -140,26 +142,53 @@ void ReadAhead::run() {
         while (got < want) {
             const ssize_t r = ::pread(fd_, b + got, req - got, off_t(lo + got));
             if (r < 0 && errno == EINTR) continue;
-            if (r < 0) return fail("read error at byte " + std::to_string(lo + got) + ": " + std::strerror(errno));
+            if (r < 0)
+                return finish_reading(err(Code::io, path_ + ": read error at byte " + std::to_string(lo + got) + ": " + std::strerror(errno)));
             if (r == 0) break;
             got += uint64_t(r);
             if (direct && got < want && got % kAlign) break;  // only at end of file
         }
-        if (got < want) return fail("short read at byte " + std::to_string(lo + got) + " (file changed?)");
-        if (o_.hash) sha.update(b + (off - lo), next - off);
-        // The bytes are ours now; keep them from evicting the rest of the cache.
-        if (!direct) (void)::posix_fadvise(fd_, off_t(off), off_t(next - off), POSIX_FADV_DONTNEED);
+        if (got < want)
+            return finish_reading(err(Code::io, path_ + ": short read at byte " + std::to_string(lo + got) + " (file changed?)"));
+        if (!direct) {
+            // Ask for the next chunk now (the kernel reads it while this one
+            // is hashed and consumed); the bytes read are ours, so drop their
+            // pages rather than let them evict the rest of the cache.
+            if (next < stop_) (void)::posix_fadvise(fd_, off_t(next), off_t(std::min(span_, stop_ - next)), POSIX_FADV_WILLNEED);
+            (void)::posix_fadvise(fd_, off_t(off), off_t(next - off), POSIX_FADV_DONTNEED);
+        }
         {
             std::lock_guard<std::mutex> lk(mu_);
-            ready_.push_back({b, off, next - off, off - lo});
+            (o_.hash ? unhashed_ : ready_).push_back({b, off, next - off, off - lo});
         }
         cv_.notify_all();
         off = next;
     }
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        if (o_.hash) hex_ = sha.hex();
-        done_ = true;
+    finish_reading({});
+}
+
+void ReadAhead::hash() {
+    Sha256 sha;
+    for (;;) {
+        Chunk c;
+        {
+            std::unique_lock<std::mutex> lk(mu_);
+            cv_.wait(lk, [&] { return cancel_ || !unhashed_.empty() || read_done_; });
+            if (cancel_) return;
+            if (unhashed_.empty()) {  // the reader is done (or failed)
+                if (err_.ok()) hex_ = sha.hex();
+                done_ = true;
+                break;
+            }
+            c = unhashed_.front();
+            unhashed_.pop_front();
+        }
+        sha.update(c.buf + c.skew, c.len);
+        {
+            std::lock_guard<std::mutex> lk(mu_);
+            ready_.push_back(c);
+        }
+        cv_.notify_all();
     }
     cv_.notify_all();
 }

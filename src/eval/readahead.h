@@ -1,9 +1,10 @@
 // Streaming reads of one operand file (KLD.md §7.8): a reader thread issues
-// large sequential preads into a small ring of buffers, hashes every byte of
-// the file as it passes (SHA-256 inline, so the hash costs no second pass
-// and runs beside the kernel), and drops the pages it has read, so a suite
-// far larger than RAM never evicts the page cache. The consumer takes the
-// bytes of one range in order.
+// large sequential preads into a small ring of buffers and drops the pages
+// it has read (so a suite far larger than RAM never evicts the page cache);
+// a hasher thread takes each chunk next and hashes every byte of the file
+// as it passes (SHA-256 inline: no second pass, beside the kernel, and not
+// in the reader's way, so the disk keeps reading while a chunk is hashed).
+// The consumer takes the bytes of one range in order.
 #pragma once
 
 #include <condition_variable>
@@ -22,16 +23,19 @@ enum class IoMode { buffered, direct };
 
 struct ReadAheadOptions {
     uint64_t chunk = uint64_t(16) << 20;  // bytes per pread (§7.8: 8-64 MiB)
-    int depth = 2;                        // buffers in the ring
+    int depth = 3;                        // buffers: one read, one hashed, one consumed
     IoMode mode = IoMode::buffered;
     bool hash = true;                     // SHA-256 of the whole file
 };
 
 // Bytes of read-ahead memory one stream holds.
-// for records (rows) of `record` bytes; two extra blocks per buffer because
-// O_DIRECT reads start and end block-aligned.
-inline uint64_t readahead_bytes(const ReadAheadOptions& o, uint64_t record = 0) {
-    return ((o.chunk > record ? o.chunk : record) + 8192) * uint64_t(o.depth < 2 ? 2 : o.depth);
+// for records (rows) of `record` bytes in a file of at most `file` bytes (a
+// buffer is never larger than the file); two extra blocks per buffer
+// because O_DIRECT reads start and end block-aligned.
+inline uint64_t readahead_bytes(const ReadAheadOptions& o, uint64_t record = 0, uint64_t file = ~uint64_t(0) >> 1) {
+    uint64_t b = o.chunk > record ? o.chunk : record;
+    if (b > file) b = file;
+    return (b + 8192) * uint64_t(o.depth < 3 ? 3 : o.depth);
 }
 
 class ReadAhead {
@@ -70,7 +74,8 @@ private:
     // Waits for the chunk holding pos_ (dropping chunks before it).
     Status front(std::unique_lock<std::mutex>& lk);
     void release_front();
-    void run();
+    void run();   // reader thread: preads, back to back
+    void hash();  // hasher thread: SHA-256 of each chunk in file order
     void stop();
 
     std::string path_;
@@ -87,10 +92,12 @@ private:
     std::deque<uint8_t*> free_;
     std::deque<Chunk> ready_;
     size_t used_ = 0;  // bytes of ready_.front() already consumed
+    std::deque<Chunk> unhashed_;  // read, waiting for the hasher
+    bool read_done_ = false;       // the reader has queued its last chunk (or failed)
     bool done_ = false, cancel_ = false;
     Status err_;
     std::string hex_;
-    std::thread th_;
+    std::thread th_, hasher_;
 };
 
 }  // namespace sluice::kld

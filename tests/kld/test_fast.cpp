@@ -72,6 +72,21 @@ std::vector<Case> cases() {
             out.push_back(std::move(c));
         }
     }
+    // Pass 1 runs in tiles of 4096 with a running max: rows whose leading
+    // tiles are all -inf, and rows whose max rises tile after tile.
+    for (int k = 0; k < 4; ++k) {
+        Case c;
+        c.V = 9000 + 7 * k;
+        c.x.resize(size_t(c.V));
+        c.y.resize(size_t(c.V));
+        std::normal_distribution<float> nd(0.f, 2.f);
+        for (int64_t v = 0; v < c.V; ++v) {
+            c.x[v] = (k % 2 == 0 && v < 5000) ? -INFINITY : bf16_round(nd(rng) + (k >= 2 ? float(v) / 600.f : 0.f));
+            c.y[v] = std::isinf(c.x[v]) ? (k == 0 ? -INFINITY : -40.f) : c.x[v] + 0.05f * nd(rng);
+        }
+        c.what = "tiled V " + std::to_string(c.V) + " kind " + std::to_string(k);
+        out.push_back(std::move(c));
+    }
     return out;
 }
 
