@@ -361,3 +361,29 @@ TEST(KldFast, ReceiptsIdenticalAcrossIoModesAndChunkSizes) {
         std::printf("%-45s receipt sha256 %s\n", label.empty() ? "(defaults)" : label.c_str(), sha256_hex(txt).c_str());
     }
 }
+
+TEST(KldFast, NumpyComparatorToolAgreesOnTheSuite) {
+    // tools/kld_ref.py (the bench's numpy baseline) on whole v0 directories:
+    // fp64 to 1e-12, fast within the 7.4 mean limit.
+    if (!have_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy (install python3-numpy)";
+    auto& f = fx();
+    const std::string out = f.d + "/kld_ref.json";
+    const std::string cmd = std::string("/usr/bin/python3 ") + KLD_REF_PY + " --suite " + f.d + "/suite --reference " + f.d +
+                            "/ref --candidate " + f.d + "/cand --json " + out + " > /dev/null";
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const json n = json::parse(read_text(out));
+    CompareResult d = compare(Precision::fp64, 2), q = compare(Precision::fast, 2);
+    const json& sd = d.receipt["sluice"];
+    const double kd = d.receipt["kl_reference_to_candidate"]["mean"].get<double>();
+    const double kn = n["kl_mean"].get<double>();
+    std::printf("kld_ref.py mean KL %.15g, sluice fp64 %.15g (|diff| %.3g), fast %.15g; JS %.12g vs %.12g\n", kn, kd,
+                std::fabs(kn - kd), q.receipt["kl_reference_to_candidate"]["mean"].get<double>(), n["js_mean"].get<double>(),
+                d.receipt["js"]["mean"].get<double>());
+    EXPECT_NEAR(kd, kn, 1e-12);
+    EXPECT_NEAR(d.receipt["js"]["mean"].get<double>(), n["js_mean"].get<double>(), 1e-12);
+    EXPECT_NEAR(q.receipt["kl_reference_to_candidate"]["mean"].get<double>(), kn, 1e-8);
+    EXPECT_EQ(d.receipt["top1_agreement"].get<double>(), n["top1"].get<double>());
+    EXPECT_NEAR(sd["nll_ref_mean"].get<double>(), n["nll_ref_mean"].get<double>(), 1e-10);
+    EXPECT_NEAR(sd["nll_cand_mean"].get<double>(), n["nll_cand_mean"].get<double>(), 1e-10);
+    EXPECT_EQ(n["positions"].get<int64_t>(), d.receipt["positions"].get<int64_t>());
+}
