@@ -1,6 +1,9 @@
 #include "convert/vq.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -91,14 +94,87 @@ int nearest_t(const float* __restrict t, int E, const float* __restrict x) {
     return idx < E ? idx : 0;  // only NaN distances (a non-finite source row) find nothing
 }
 
+// The same entry as nearest_t, found faster on AVX-512 machines by screening.
+// Pass 1 scores every entry with s_j = x.c_j - |c_j|^2/2 (8 fused
+// multiply-adds per 16 entries instead of 24 operations): the larger s_j,
+// the nearer c_j. Pass 2 computes the exact rule's distance (the lane
+// arithmetic of nearest_t, in index order, strict <) only for entries whose
+// score is within a slack of the best score. The slack bounds the rounding
+// of both computations: with K = (|x| + max_j |c_j|)^2 <= 2 (|x|^2 + cmax^2),
+// the exact rule's f32 distance is within 11u K of the real one and 2 s_j
+// within 10u K of its real value (u = 2^-24), so any entry whose exact
+// distance is <= that of the best-scored entry has s_j >= s_max - 21u K. The
+// slack used is 84u x 2 (|x|^2 + cmax^2): at least 4 times that, which also
+// absorbs the float rounding of |x|^2 and of the threshold itself (each a
+// few u K). Every entry that could win or tie under the exact rule is thus
+// rescored exactly, and the result is nearest_t's, bit for bit. NaN scores
+// (a non-finite source row) leave no candidate and fall back to nearest_t.
+constexpr float kScreenSlack = 2.0f * 84.0f / 16777216.0f;
+
+__attribute__((target("avx512f")))
+int nearest_screened(const float* __restrict t, const float* __restrict nh, int E, float cmax2,
+                     const float* __restrict x, float* __restrict s) {
+    __m512 xd[8];
+    float xx = 0.0f;
+    for (int d = 0; d < 8; ++d) {
+        xd[d] = _mm512_set1_ps(x[d]);
+        xx += x[d] * x[d];
+    }
+    __m512 mx = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    for (int j0 = 0; j0 < E; j0 += 16) {
+        // Two chains of four: half the latency of one chain of eight.
+        __m512 a = _mm512_loadu_ps(nh + j0);
+        __m512 b = _mm512_mul_ps(xd[4], _mm512_loadu_ps(t + 4 * E + j0));
+        for (int d = 0; d < 4; ++d) a = _mm512_fmadd_ps(xd[d], _mm512_loadu_ps(t + d * E + j0), a);
+        for (int d = 5; d < 8; ++d) b = _mm512_fmadd_ps(xd[d], _mm512_loadu_ps(t + d * E + j0), b);
+        a = _mm512_add_ps(a, b);
+        _mm512_storeu_ps(s + j0, a);
+        mx = _mm512_max_ps(mx, a);
+    }
+    // 1e-37 covers products that underflow.
+    const __m512 tv = _mm512_set1_ps(_mm512_reduce_max_ps(mx) - (kScreenSlack * (xx + cmax2) + 1e-37f));
+    int best = -1;
+    float bd = 0.0f;
+    for (int j0 = 0; j0 < E; j0 += 16) {
+        for (__mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(s + j0), tv, _CMP_GE_OQ); m; m &= m - 1) {
+            const int j = j0 + __builtin_ctz(m);
+            float a = 0.0f;
+            for (int d = 0; d < 8; ++d) {
+                const float df = x[d] - t[d * E + j];
+                a += df * df;
+            }
+            if (best < 0 || a < bd) {
+                bd = a;
+                best = j;
+            }
+        }
+    }
+    return best >= 0 ? best : nearest_t(t, E, x);
+}
+
+const bool kHaveAvx512 = __builtin_cpu_supports("avx512f");
+
 struct BookT {
     int E;
-    std::vector<float> t;  // 8 * E, transposed
-    BookT(const std::vector<float>& c, int e) : E(e), t(static_cast<size_t>(8 * e)) {
-        for (int j = 0; j < e; ++j)
-            for (int d = 0; d < 8; ++d) t[static_cast<size_t>(d * e + j)] = c[static_cast<size_t>(j * 8 + d)];
+    std::vector<float> t;   // 8 * E, transposed
+    std::vector<float> nh;  // -|c_j|^2 / 2, for the screening pass
+    float cmax2 = 0.0f;     // max_j |c_j|^2, rounded up
+    BookT(const std::vector<float>& c, int e) : E(e), t(static_cast<size_t>(8 * e)), nh(static_cast<size_t>(e)) {
+        for (int j = 0; j < e; ++j) {
+            double n2 = 0.0;
+            for (int d = 0; d < 8; ++d) {
+                const float v = c[static_cast<size_t>(j * 8 + d)];
+                t[static_cast<size_t>(d * e + j)] = v;
+                n2 += static_cast<double>(v) * v;
+            }
+            nh[static_cast<size_t>(j)] = static_cast<float>(-0.5 * n2);
+            cmax2 = std::max(cmax2, static_cast<float>(n2 * (1.0 + 1e-6)));
+        }
     }
-    int nearest(const float* x, float*) const { return nearest_t(t.data(), E, x); }
+    // scratch: E floats.
+    int nearest(const float* x, float* scratch) const {
+        return kHaveAvx512 ? nearest_screened(t.data(), nh.data(), E, cmax2, x, scratch) : nearest_t(t.data(), E, x);
+    }
 };
 
 float dist8(const float* a, const float* b) {
@@ -263,15 +339,23 @@ void encode_rvq(const float* x, int64_t n, const std::vector<std::vector<float>>
     std::vector<BookT> bt;
     for (const auto& b : books) bt.emplace_back(b, E);
     std::vector<float> acc(static_cast<size_t>(E));
-    for (int64_t i = 0; i < n; ++i) {
-        float r[8];
-        std::memcpy(r, x + i * 8, 32);
-        for (int s = 0; s < S; ++s) {
-            const int j = bt[static_cast<size_t>(s)].nearest(r, acc.data());
-            idx[i * S + s] = static_cast<uint8_t>(j);
-            const float* c = &books[static_cast<size_t>(s)][static_cast<size_t>(j * 8)];
-            for (int d = 0; d < 8; ++d) r[d] -= c[d];
-        }
+    // Stage by stage over a batch of vectors: stage s + 1 of a vector needs
+    // stage s's entry, but the searches of different vectors are independent
+    // and overlap in the CPU; vector by vector they ran one at a time. Each
+    // vector sees the same operations in the same order either way.
+    constexpr int64_t kBatch = 64;
+    float r[kBatch * 8];
+    for (int64_t i0 = 0; i0 < n; i0 += kBatch) {
+        const int64_t nb = std::min(kBatch, n - i0);
+        std::memcpy(r, x + i0 * 8, static_cast<size_t>(nb) * 32);
+        for (int s = 0; s < S; ++s)
+            for (int64_t b = 0; b < nb; ++b) {
+                float* rb = r + b * 8;
+                const int j = bt[static_cast<size_t>(s)].nearest(rb, acc.data());
+                idx[(i0 + b) * S + s] = static_cast<uint8_t>(j);
+                const float* c = &books[static_cast<size_t>(s)][static_cast<size_t>(j * 8)];
+                for (int d = 0; d < 8; ++d) rb[d] -= c[d];
+            }
     }
 }
 
