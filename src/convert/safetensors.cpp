@@ -1,7 +1,9 @@
 #include "convert/safetensors.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -260,6 +262,24 @@ bool Checkpoint::logical_shape(const std::string& name, std::vector<int64_t>* sh
 
 bool Checkpoint::read_rows_f32(const std::string& name, int64_t r0, int64_t r1, float* dst, std::string* err) const {
     std::vector<int64_t> shape;
+    if (!decode_rows(name, r0, r1, dst, &shape, err)) return false;
+    const int64_t N = shape.empty() ? 1 : shape.back();
+    const int64_t n = (r1 - r0) * N;
+    bool finite = true;
+    for (int64_t i = 0; i < n; ++i) finite &= std::fabs(dst[i]) <= std::numeric_limits<float>::max();
+    if (finite) return true;
+    int64_t i = 0;
+    while (std::fabs(dst[i]) <= std::numeric_limits<float>::max()) ++i;
+    const TensorInfo* t = find(name) ? find(name) : find(name + "_packed");
+    *err = (t ? where(*t) : "tensor '" + name + "'") + ": row " + std::to_string(r0 + i / N) + ", column " +
+           std::to_string(i % N) + " decodes to " + (std::isnan(dst[i]) ? "NaN" : "an infinity") +
+           "; non-finite weights cannot be quantized";
+    return false;
+}
+
+bool Checkpoint::decode_rows(const std::string& name, int64_t r0, int64_t r1, float* dst, std::vector<int64_t>* shape_out,
+                             std::string* err) const {
+    std::vector<int64_t>& shape = *shape_out;
     if (!logical_shape(name, &shape, err)) return false;
     const int64_t N = shape.empty() ? 1 : shape.back();
     int64_t R = 1;

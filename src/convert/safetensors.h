@@ -66,13 +66,17 @@ public:
     bool logical_shape(const std::string& name, std::vector<int64_t>* shape, std::string* err) const;
     // Decodes rows [r0, r1) of the logical tensor viewed as [R, N], N = the
     // last dimension (a 1-D tensor is one row, a scalar one element), into
-    // dst (row-major, (r1-r0)*N floats). Thread-safe.
+    // dst (row-major, (r1-r0)*N floats). Thread-safe. A NaN or infinite
+    // value is an error naming the tensor, row and column: it would turn
+    // into garbage scales and codes without one.
     bool read_rows_f32(const std::string& name, int64_t r0, int64_t r1, float* dst, std::string* err) const;
 
     // Raw bytes [off, off+n) of a stored tensor's data.
     bool read_raw(const TensorInfo& t, uint64_t off, uint64_t n, void* dst, std::string* err) const;
 
 private:
+    bool decode_rows(const std::string& name, int64_t r0, int64_t r1, float* dst, std::vector<int64_t>* shape,
+                     std::string* err) const;
     bool open_shard(const std::string& file, std::string* err);
     std::string where(const TensorInfo& t) const;
 

@@ -144,3 +144,28 @@ TEST(ConvertSafetensors, ConvertOfTruncatedShardLeavesNoManifest) {
     EXPECT_NE(err.find("model-00002-of-00002.safetensors"), std::string::npos);
     EXPECT_FALSE(ctest::fs::exists(o.output_dir + "/manifest.json"));
 }
+
+// A NaN or infinity in the source is refused with the tensor, row and column
+// named: quantizing it would give garbage scales and codes silently.
+TEST(ConvertSafetensors, RefusesNonFiniteValues) {
+    TempDir d;
+    std::vector<uint16_t> bf = {0x3F80, 0x3F80, 0x3F80, 0x3F80, 0x3F80, 0x7FC0};  // [2, 3], NaN at (1, 2)
+    std::vector<float> f32 = {1.0f, -INFINITY};
+    std::vector<uint8_t> pk(32, 0x11), ps = {127, 255};  // MXFP4 [1, 64]: scale 255 is 2^128 = inf
+    write_st(d.sub("model.safetensors"), {{"layer.w", "BF16", {2, 3}, raw(bf)},
+                                          {"layer.v", "F32", {2}, raw(f32)},
+                                          {"layer.m_packed", "U8", {1, 32}, raw(pk)},
+                                          {"layer.m_scale", "U8", {1, 2}, raw(ps)}});
+    Checkpoint ck;
+    std::string err;
+    ASSERT_TRUE(ck.open(d.path, &err)) << err;
+    std::vector<float> o(64);
+    EXPECT_TRUE(ck.read_rows_f32("layer.w", 0, 1, o.data(), &err)) << err;  // row 0 is fine
+    EXPECT_FALSE(ck.read_rows_f32("layer.w", 0, 2, o.data(), &err));
+    std::printf("%s\n", err.c_str());
+    EXPECT_NE(err.find("model.safetensors: tensor 'layer.w': row 1, column 2 decodes to NaN"), std::string::npos) << err;
+    EXPECT_FALSE(ck.read_rows_f32("layer.v", 0, 1, o.data(), &err));
+    EXPECT_NE(err.find("tensor 'layer.v': row 0, column 1 decodes to an infinity"), std::string::npos) << err;
+    EXPECT_FALSE(ck.read_rows_f32("layer.m", 0, 1, o.data(), &err));
+    EXPECT_NE(err.find("tensor 'layer.m_packed': row 0, column 32"), std::string::npos) << err;
+}
