@@ -116,27 +116,33 @@ Status Engine::embed(const int32_t *tokens, int64_t n, float *X) {
 }
 
 void Engine::attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const {
-    // AR(v; n, π) = Σ_i softmax(score)_i · v_i (MODEL.md §8.1).
+    // AR(v; n, π) = Σ_i softmax(score)_i · v_i (MODEL.md §8.1). The
+    // candidates and the result are f32; the norms, scores, softmax and the
+    // weighted sum are carried in double and rounded once. A score is a
+    // d-term sum whose f32 error moves the mix by the same amount, relative:
+    // in f32 this block was, with RMSNorm, the largest share of the engine's
+    // distance to the float64 oracle on K3 shapes (docs/LEARNED.md,
+    // 2026-12-02). O(m·d) per token, far off the hot path.
     const int64_t d = c_.config().hidden;
-    const float eps = c_.config().eps;
-    std::vector<float> score(vs.size());
+    const double eps = c_.config().eps;
+    std::vector<double> score(vs.size());
     for (size_t i = 0; i < vs.size(); i++) {
         const float *v = vs[i];
-        float ss = 0.0f;
-        for (int64_t j = 0; j < d; j++) ss += v[j] * v[j];
-        const float r = 1.0f / std::sqrt(ss / (float)d + eps);
-        float s = 0.0f;
-        for (int64_t j = 0; j < d; j++) s += ((v[j] * r) * norm[j]) * proj[j];
+        double ss = 0.0;
+        for (int64_t j = 0; j < d; j++) ss += (double)v[j] * (double)v[j];
+        const double r = 1.0 / std::sqrt(ss / (double)d + eps);
+        double s = 0.0;
+        for (int64_t j = 0; j < d; j++) s += (((double)v[j] * r) * (double)norm[j]) * (double)proj[j];
         score[i] = s;
     }
-    float mx = *std::max_element(score.begin(), score.end());
-    float sum = 0.0f;
+    const double mx = *std::max_element(score.begin(), score.end());
+    double sum = 0.0;
     for (auto &s : score) sum += (s = std::exp(s - mx));
     for (auto &s : score) s /= sum;
     for (int64_t j = 0; j < d; j++) {
-        float acc = 0.0f;
-        for (size_t i = 0; i < vs.size(); i++) acc += score[i] * vs[i][j];
-        out[j] = acc;
+        double acc = 0.0;
+        for (size_t i = 0; i < vs.size(); i++) acc += score[i] * (double)vs[i][j];
+        out[j] = (float)acc;
     }
 }
 

@@ -36,11 +36,18 @@ inline float siluf(float z) { return z * sigmoidf(z); }
 inline float softplusf(float z) { return z > 20.0f ? z : std::log1p(std::exp(z)); }
 
 // RMSNorm(x; w)_i = (x_i · r) · w_i, r = 1/sqrt(mean(x²) + eps) (MODEL.md §3.2).
+// Inputs and outputs are f32; the sum of squares, r and the product are
+// carried in double and rounded once per element (accumulation order and
+// width are not part of the warp contract, MODEL.md §11). On K3-shaped
+// containers the f32 version's error in r and its two roundings per element
+// were a large share of the engine's distance to the float64 oracle
+// (docs/LEARNED.md, 2026-12-02). O(n) per token, far off the hot path.
+// out may alias x.
 inline void rmsnorm(const float *x, const float *w, int64_t n, float eps, float *out) {
-    float ss = 0.0f;
-    for (int64_t i = 0; i < n; i++) ss += x[i] * x[i];
-    const float r = 1.0f / std::sqrt(ss / (float)n + eps);
-    for (int64_t i = 0; i < n; i++) out[i] = (x[i] * r) * w[i];
+    double ss = 0.0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * (double)x[i];
+    const double r = 1.0 / std::sqrt(ss / (double)n + (double)eps);
+    for (int64_t i = 0; i < n; i++) out[i] = (float)(((double)x[i] * r) * (double)w[i]);
 }
 
 }  // namespace sluice
