@@ -14,6 +14,11 @@ Usage:
   reason names the first field that differs, in this order: family,
   tensor_prefix, trunk formats (overall, then per class), expert
   quantization, codebooks sha256, trunk sha256, manifest sha256.
+* A VQ4P fixture also lists the oracle's table entries within TIE_BAND of
+  a rounding boundary. If the engine rounds any of them to the other code,
+  the fixture's logits do not describe the engine's discrete decisions and
+  the check is skipped, naming the entries (a fresh oracle adopts them
+  instead, the margin-aware comparison of check_engine.py).
 * When a fixture comparison fails, the three-row diagnosis is printed:
   engine vs fresh oracle, engine vs fixture, oracle vs fixture. The oracle
   rows need torch; they are generated for the diagnosis even under
@@ -29,6 +34,7 @@ Exit status: 0 pass, 1 fail, 77 skip (reason printed).
 import argparse
 import glob
 import json
+import math
 import os
 import sys
 
@@ -186,9 +192,34 @@ def check(sluice, container, fixture=None, fixtures=None, use_oracle=True, threa
     out("  fixture %s: fingerprint matches exactly (sha256 trunk %s..., codebooks %s...)"
         % (fixture["name"], cfp["sha256"]["trunk.bin"][:12], cfp["sha256"]["codebooks.bin"][:12]))
     ids = res["ids"] = fixture["ids"]
+    fx_ties = fixture.get("vq4p_ties")
     for path in ("step", "chunk"):
-        E = harness.engine_logits(sluice, container, ids, path == "chunk", threads)
+        E, rec = harness.engine_run(sluice, container, ids, path == "chunk", threads,
+                                    ties=fx_ties is not None)
         st = compare.stats(E, fixture["values"])
+        dis = harness.tie_disagreements(fx_ties, rec) if fx_ties is not None else []
+        if dis:
+            # The fixture holds the oracle's logits under its own rounding of
+            # these entries; only a fresh oracle can re-run with the engine's
+            # (the margin-aware comparison, MODEL.md 11), so nothing is
+            # compared. Step and chunked record the same decisions.
+            out("  VQ4P: the engine rounds %d of the fixture oracle's %d near-ties (< %.0e code "
+                "units from a .5) to the other code:" % (
+                    len(dis), len(fx_ties), fixture.get("vq4p_tie_band", float("nan"))))
+            for t, ev, eq in dis:
+                out("    layer %d token %2d %-4s expert %3d index %5d: oracle %.7f -> %d, "
+                    "engine %.7f -> %d (oracle margin %.1e)" % (
+                        t[0], t[1], t[2], t[3], t[4], t[5], t[6], ev, eq,
+                        abs(t[5] - math.floor(t[5]) - 0.5)))
+            res["status"] = "SKIP"
+            res["reason"] = (
+                "fixture %s: the engine rounds %d of the fixture oracle's VQ4P near-ties the other "
+                "way (raw max|diff| %.3e %s), so the fixture's logits do not describe the engine's "
+                "rounding; only a fresh oracle can re-run with the engine's decisions "
+                "(margin-aware comparison)"
+                % (fixture["name"], len(dis), st["max"], path))
+            res["rows"] = []
+            return res
         result = harness.classify(st, tol)
         res["rows"].append((path, st, result))
         out("  engine (%s) vs fixture: %s" % (path, _summary(st, result)))

@@ -112,6 +112,30 @@ def tie_key(layer, pos, kind, expert, index):
     return (layer, pos, kind, expert if kind == "down" else -1, index)
 
 
+def sidecar_ties(ties):
+    """The oracle's VQ4P near-ties (model.vq4p_ties dicts, all within
+    model.TIE_BAND of a .5) as a fixture sidecar stores them: sorted
+    [layer, token, kind, expert (-1 for gate/up), index, oracle value, oracle
+    code] lists, keyed like tie_key()."""
+    out = [[int(t["layer"]), int(t["token"]), t["kind"],
+            int(t["expert"]) if t["kind"] == "down" else -1, int(t["index"]),
+            float(t["y"]), int(t["q"])] for t in ties]
+    return sorted(out, key=lambda r: tuple(r[:5]))
+
+
+def tie_disagreements(fixture_ties, record):
+    """[(sidecar tie, engine value, engine code)] for the fixture oracle's
+    near-ties (sidecar_ties lists) that the engine's record (read_vq4p_ties)
+    rounds to the adjacent code: the entries the oracle path would adopt
+    (Oracle.adopt_engine_ties, first round)."""
+    out = []
+    for t in fixture_ties:
+        e = record.get(tie_key(*t[:5]))
+        if e is not None and e[1] != t[6] and abs(e[1] - t[6]) == 1:
+            out.append((t, e[0], e[1]))
+    return out
+
+
 # ------------------------------------------------------------------ oracle
 _ORACLE = {}
 

@@ -11,7 +11,11 @@ fingerprint.python_fingerprint), run the oracle on the ids, and write
 
   NAME.f32   last-position logits, V little-endian float32
   NAME.json  the fingerprint fields exactly as the CLI prints them, plus
-             "ids", "oracle_version", "vocab" and "logits" (the .f32 name).
+             "ids", "oracle_version", "vocab" and "logits" (the .f32 name);
+             for a VQ4P container also "vq4p_ties", the oracle's table
+             entries within "vq4p_tie_band" code units of a .5 (layer,
+             token, kind, expert or -1, index, value, code): the fixture
+             path compares only when the engine rounds all of them alike.
 
 The provenance block of the fingerprint holds the generator settings, so the
 container can be rebuilt from the sidecar alone (make_synthetic.recipe_args).
@@ -53,12 +57,22 @@ def generate(sluice, name, workdir):
     ok, version = harness.oracle_status()
     side = dict(fp)
     side.update({"ids": ids, "oracle_version": version, "vocab": int(vals.size)})
+    if orc.is_vq4p:
+        import model
+        side["vq4p_tie_band"] = model.TIE_BAND
+        side["vq4p_ties"] = harness.sidecar_ties(orc.last_ties)
     return side, vals
 
 
 def dumps(side):
-    """Indented JSON with the ids on one line."""
-    text = json.dumps(dict(side, ids="@IDS@"), indent=1, sort_keys=True)
+    """Indented JSON with the ids, and each VQ4P near-tie, on one line."""
+    ties = side.get("vq4p_ties")
+    d = dict(side, ids="@IDS@")
+    if ties is not None:
+        d["vq4p_ties"] = ["@TIE%d@" % i for i in range(len(ties))]
+    text = json.dumps(d, indent=1, sort_keys=True)
+    for i, t in enumerate(ties or []):
+        text = text.replace('"@TIE%d@"' % i, json.dumps(t))
     return text.replace('"@IDS@"', json.dumps(side["ids"])) + "\n"
 
 
