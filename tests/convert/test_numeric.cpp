@@ -152,55 +152,6 @@ TEST(ConvertNumeric, BlockedIndicesRoundTripWithTailRows) {
     }
 }
 
-// Near-ties: vectors at the midpoint of two entries (plus noise of a few
-// ulps), at several magnitudes and book sizes. On AVX-512 machines the
-// encoder screens entries with a dot-product score before the exact rule;
-// the screening slack must keep every entry that can win or tie.
-TEST(ConvertVq, EncoderMatchesScalarRuleOnNearTies) {
-    std::mt19937 rng(5);
-    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-    int64_t compared = 0, bad = 0;
-    for (int E : {16, 64, 256})
-        for (float mag : {1e-3f, 1.0f, 40.0f}) {
-            const int S = 2;
-            std::vector<std::vector<float>> books(S, std::vector<float>(E * 8));
-            for (auto& b : books)
-                for (float& v : b) v = u(rng) * mag;
-            const int64_t n = 4000;
-            std::vector<float> x(n * 8);
-            for (int64_t i = 0; i < n; ++i) {
-                const int a = static_cast<int>(rng() % E), b = static_cast<int>(rng() % E);
-                const float eps = (i % 3 == 0) ? 0.0f : (i % 3 == 1 ? 1e-7f : 1e-6f) * mag;
-                for (int d = 0; d < 8; ++d)
-                    x[i * 8 + d] = 0.5f * (books[0][a * 8 + d] + books[0][b * 8 + d]) + eps * u(rng);
-            }
-            std::vector<uint8_t> idx(n * S);
-            encode_rvq(x.data(), n, books, E, idx.data());
-            for (int64_t i = 0; i < n; ++i) {
-                float r[8];
-                for (int d = 0; d < 8; ++d) r[d] = x[i * 8 + d];
-                for (int s = 0; s < S; ++s) {
-                    int best = 0;
-                    float bd = 0;
-                    for (int j = 0; j < E; ++j) {
-                        float acc = 0;
-                        for (int d = 0; d < 8; ++d) {
-                            const float t = r[d] - books[s][j * 8 + d];
-                            acc += t * t;
-                        }
-                        if (j == 0 || acc < bd) { bd = acc; best = j; }
-                    }
-                    ++compared;
-                    bad += idx[i * S + s] != best;
-                    for (int d = 0; d < 8; ++d) r[d] -= books[s][best * 8 + d];
-                }
-            }
-        }
-    std::printf("near ties: %lld indices compared, %lld differ\n", static_cast<long long>(compared),
-                static_cast<long long>(bad));
-    EXPECT_EQ(bad, 0);
-}
-
 TEST(ConvertArgs, ParsesEveryOption) {
     ConvertOptions o;
     std::string err;
@@ -234,6 +185,31 @@ TEST(ConvertArgs, ParsesEveryOption) {
 
 // The encoder's rule, written plainly: per stage the entry with the least
 // f32 squared distance summed over d = 0..7 in order, first minimum wins.
+static std::vector<uint8_t> scalar_rule_encode(const std::vector<float>& x, int64_t n,
+                                               const std::vector<std::vector<float>>& books, int E) {
+    const int S = static_cast<int>(books.size());
+    std::vector<uint8_t> idx(static_cast<size_t>(n * S));
+    for (int64_t i = 0; i < n; ++i) {
+        float r[8];
+        for (int d = 0; d < 8; ++d) r[d] = x[i * 8 + d];
+        for (int s = 0; s < S; ++s) {
+            int best = 0;
+            float bd = 0;
+            for (int j = 0; j < E; ++j) {
+                float acc = 0;
+                for (int d = 0; d < 8; ++d) {
+                    const float t = r[d] - books[s][j * 8 + d];
+                    acc += t * t;
+                }
+                if (j == 0 || acc < bd) { bd = acc; best = j; }
+            }
+            idx[static_cast<size_t>(i * S + s)] = static_cast<uint8_t>(best);
+            for (int d = 0; d < 8; ++d) r[d] -= books[s][best * 8 + d];
+        }
+    }
+    return idx;
+}
+
 TEST(ConvertVq, EncoderMatchesScalarRuleIncludingTies) {
     std::mt19937 rng(11);
     std::uniform_real_distribution<float> u(-1.0f, 1.0f);
@@ -251,26 +227,43 @@ TEST(ConvertVq, EncoderMatchesScalarRuleIncludingTies) {
             x[i * 8 + d] = (i % 7 == 0) ? books[0][(i % E) * 8 + d] : u(rng);
     std::vector<uint8_t> idx(n * S);
     encode_rvq(x.data(), n, books, E, idx.data());
+    const std::vector<uint8_t> want = scalar_rule_encode(x, n, books, E);
     int64_t bad = 0;
-    for (int64_t i = 0; i < n; ++i) {
-        float r[8];
-        for (int d = 0; d < 8; ++d) r[d] = x[i * 8 + d];
-        for (int s = 0; s < S; ++s) {
-            int best = 0;
-            float bd = 0;
-            for (int j = 0; j < E; ++j) {
-                float acc = 0;
-                for (int d = 0; d < 8; ++d) {
-                    const float t = r[d] - books[s][j * 8 + d];
-                    acc += t * t;
-                }
-                if (j == 0 || acc < bd) { bd = acc; best = j; }
-            }
-            bad += idx[i * S + s] != best;
-            for (int d = 0; d < 8; ++d) r[d] -= books[s][best * 8 + d];
-        }
-    }
+    for (size_t i = 0; i < idx.size(); ++i) bad += idx[i] != want[i];
     std::printf("encoder vs scalar rule: %lld indices compared, %lld differ\n", static_cast<long long>(n * S),
+                static_cast<long long>(bad));
+    EXPECT_EQ(bad, 0);
+}
+
+// Near-ties: vectors at the midpoint of two entries (plus noise of a few
+// ulps), at several magnitudes and book sizes. On AVX-512 machines the
+// encoder screens entries with a dot-product score before the exact rule;
+// the screening slack must keep every entry that can win or tie.
+TEST(ConvertVq, EncoderMatchesScalarRuleOnNearTies) {
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    int64_t compared = 0, bad = 0;
+    for (int E : {16, 64, 256})
+        for (float mag : {1e-3f, 1.0f, 40.0f}) {
+            const int S = 2;
+            std::vector<std::vector<float>> books(S, std::vector<float>(E * 8));
+            for (auto& b : books)
+                for (float& v : b) v = u(rng) * mag;
+            const int64_t n = 4000;
+            std::vector<float> x(n * 8);
+            for (int64_t i = 0; i < n; ++i) {
+                const int a = static_cast<int>(rng() % E), b = static_cast<int>(rng() % E);
+                const float eps = (i % 3 == 0) ? 0.0f : (i % 3 == 1 ? 1e-7f : 1e-6f) * mag;
+                for (int d = 0; d < 8; ++d)
+                    x[i * 8 + d] = 0.5f * (books[0][a * 8 + d] + books[0][b * 8 + d]) + eps * u(rng);
+            }
+            std::vector<uint8_t> idx(n * S);
+            encode_rvq(x.data(), n, books, E, idx.data());
+            const std::vector<uint8_t> want = scalar_rule_encode(x, n, books, E);
+            for (size_t i = 0; i < idx.size(); ++i) bad += idx[i] != want[i];
+            compared += static_cast<int64_t>(idx.size());
+        }
+    std::printf("near ties: %lld indices compared, %lld differ\n", static_cast<long long>(compared),
                 static_cast<long long>(bad));
     EXPECT_EQ(bad, 0);
 }
