@@ -9,9 +9,12 @@ time and chunked, must match the oracle generated from that same container
 prompts are the three cases of warp's converted-default fixture.
 
 The comparison is tools/oracle/check_engine.py's (run_oracle / report), with
-both its thresholds set to 1e-4; on the VQ4P container a row above 1e-4 is
-retried with the nearest int8 table rounding tie flipped (harness.best_flip,
-MODEL.md 11) and passes as "pass-tie" only if that one entry explains it.
+both its thresholds set to 1e-4, including its VQ4P handling: an int8 table
+entry within float noise of a rounding boundary may round differently in
+the float32 engine and the float64 oracle (MODEL.md 11), and check_engine
+compares with the engine's rounding of such entries ("pass-tie"). The last
+line says whether that was needed: the raw difference, without it, is
+checked against 1e-4 too and reported (measured: 4.7e-7 at most, so no).
 Each row prints max |diff|, mean |diff|, correlation, argmax and whether the
 top-5 sets agree; the engine's top-5 ids follow per case.
 
@@ -117,7 +120,14 @@ def main(argv=None):
                 lg = harness.engine_logits(a.sluice, path, ids, False, a.threads)
                 top = sorted(range(len(lg)), key=lambda i: -lg[i])[:5]
                 print("  %-27s case %d: %s" % (name, ci, ", ".join("%d (%.4f)" % (i, lg[i]) for i in top)))
-        return check_engine.report(opts, rows, times, notes, ok, why, time.time() - t0)
+        rc = check_engine.report(opts, rows, times, notes, ok, why, time.time() - t0)
+        raw = [r.get("raw_max", r["max"]) for r in rows if "max" in r]
+        if raw:
+            worst = max(raw)
+            print("raw max|diff| (no VQ4P tie handling) over %d rows: %.3e, %s 1e-4: tie handling %s"
+                  % (len(raw), worst, "<=" if worst <= BOUND else ">",
+                     "not needed" if worst <= BOUND else "needed (see the notes above)"))
+        return rc
     except (RuntimeError, harness.EngineError) as e:
         print("FAIL: %s" % e)
         return 1
