@@ -23,7 +23,7 @@ const char* kUsage =
     "               [--compat festr2-v0|none] [--bootstrap-samples N] [--seed S] [--threads N] [--json OUT]\n"
     "               [--tokens OUT.safetensors] [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
     "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
-    "               [--precision fast|fp64] [--io buffered|direct] [--read-chunk BYTES]\n"
+    "               [--precision fast|fp64] [--io direct|buffered] [--read-chunk BYTES]\n"
     "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
     "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
     "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
@@ -94,11 +94,12 @@ Status write_receipt(const Args& a, const json& r) {
     return {};
 }
 
-// Streaming options (§7.8): --io buffered|direct, --read-chunk BYTES.
+// Streaming options (§7.8): --io direct|buffered, --read-chunk BYTES.
 Status io_opts(const Args& a, ReadAheadOptions* io) {
-    const std::string m = a.get("--io", "buffered");
-    if (m == "direct") io->mode = IoMode::direct;
-    else if (m != "buffered") return err(Code::usage, "--io: '" + m + "' (buffered or direct)");
+    const std::string m = a.get("--io", "direct");
+    if (m == "buffered") io->mode = IoMode::buffered;
+    else if (m == "direct") io->mode = IoMode::direct;
+    else return err(Code::usage, "--io: '" + m + "' (direct or buffered)");
     int64_t v;
     KLD_TRY(to_int64(a, "--read-chunk", int64_t(io->chunk), &v));
     if (v < 4096 || v > (int64_t(1) << 30)) return err(Code::usage, "--read-chunk: 4096 to 1 GiB");

@@ -71,7 +71,8 @@ void ReadAhead::stop() {
         cancel_ = true;
     }
     cv_.notify_all();
-    if (th_.joinable()) th_.join();
+    for (auto& t : readers_)
+        if (t.joinable()) t.join();
     if (hasher_.joinable()) hasher_.join();
 }
 
@@ -79,7 +80,10 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
     path_ = path;
     o_ = o;
     o_.chunk = std::max<uint64_t>(o_.chunk, kAlign);
-    o_.depth = std::max(3, o_.depth);  // one buffer read, one hashed, one consumed
+    o_.depth = std::max(3, o_.depth);
+    // O_DIRECT has no kernel read-ahead: one pread at a time per file left
+    // this virtio disk at ~1.1 GB/s for 4 files, 8 at once gave ~2 GB/s.
+    if (o_.readers <= 0) o_.readers = o.mode == IoMode::direct ? 2 : 1;
     mode_ = o.mode;
     if (mode_ == IoMode::direct) {
         fd_ = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
@@ -99,13 +103,24 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
     stop_ = o_.hash ? size_ : end;
     buf_bytes_ = round_up(std::min(std::max(span_, o_.chunk), stop_ - start_), kAlign) + 2 * kAlign;
     if (mode_ == IoMode::buffered) (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-    for (int i = 0; i < o_.depth; ++i) {
+    // Chunks before the range (the header, hashed only) are up to `chunk`
+    // long; inside it they hold whole records from begin_.
+    for (uint64_t off = start_; off < stop_;) {
+        const uint64_t next = off < begin_ ? std::min(begin_, off + o_.chunk) : std::min(stop_, off + span_);
+        chunks_.emplace_back(off, next);
+        off = next;
+    }
+    slots_.resize(chunks_.size());
+    filled_.assign(chunks_.size(), false);
+    const int nbuf = o_.depth + o_.readers - 1;
+    for (int i = 0; i < nbuf; ++i) {
         uint8_t* b = pool().get(buf_bytes_);
         if (!b) return err(Code::resource, path + ": cannot allocate read-ahead buffers");
         bufs_.push_back(b);
         free_.push_back(b);
     }
-    th_ = std::thread([this] { run(); });
+    readers_live_ = o_.readers;
+    for (int i = 0; i < o_.readers; ++i) readers_.emplace_back([this] { run(); });
     if (o_.hash) hasher_ = std::thread([this] { hash(); });
     return {};
 }
@@ -114,27 +129,33 @@ void ReadAhead::run() {
     auto finish_reading = [&](Status st) {
         {
             std::lock_guard<std::mutex> lk(mu_);
-            if (!st.ok()) err_ = st;
-            read_done_ = true;
-            if (!o_.hash) done_ = true;  // else the hasher finishes the stream
+            if (!st.ok() && err_.ok()) err_ = st;
+            if (!st.ok() || --readers_live_ == 0) {
+                read_done_ = true;
+                if (!o_.hash) done_ = true;  // else the hasher finishes the stream
+            }
         }
         cv_.notify_all();
     };
-    for (uint64_t off = start_; off < stop_;) {
-        // Chunks before the range (the header, hashed only) are up to `chunk`
-        // long; inside it they hold whole records from begin_.
-        const uint64_t next = off < begin_ ? std::min(begin_, off + o_.chunk) : std::min(stop_, off + span_);
+    const bool direct = mode_ == IoMode::direct;
+    for (;;) {
+        size_t k;
         uint8_t* b = nullptr;
         {
+            // Claim the next chunk and its buffer together, so buffers go to
+            // chunks in file order (a later chunk never holds the buffer an
+            // earlier one waits for).
             std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait(lk, [&] { return cancel_ || !free_.empty(); });
-            if (cancel_) return;
+            cv_.wait(lk, [&] { return cancel_ || read_done_ || next_claim_ == chunks_.size() || !free_.empty(); });
+            if (cancel_ || read_done_) return;
+            if (next_claim_ == chunks_.size()) break;
+            k = next_claim_++;
             b = free_.front();
             free_.pop_front();
         }
+        const uint64_t off = chunks_[k].first, next = chunks_[k].second;
         // O_DIRECT reads whole aligned blocks around [off, next); the file's
         // last block comes back short.
-        const bool direct = mode_ == IoMode::direct;
         const uint64_t lo = direct ? off - off % kAlign : off;
         const uint64_t want = next - lo;
         const uint64_t req = direct ? round_up(next, kAlign) - lo : want;
@@ -159,10 +180,12 @@ void ReadAhead::run() {
         }
         {
             std::lock_guard<std::mutex> lk(mu_);
-            (o_.hash ? unhashed_ : ready_).push_back({b, off, next - off, off - lo});
+            slots_[k] = {b, off, next - off, off - lo};
+            filled_[k] = true;
+            for (; next_pub_ < chunks_.size() && filled_[next_pub_]; ++next_pub_)  // in file order
+                (o_.hash ? unhashed_ : ready_).push_back(slots_[next_pub_]);
         }
         cv_.notify_all();
-        off = next;
     }
     finish_reading({});
 }

@@ -1,5 +1,5 @@
-// Streaming reads of one operand file (KLD.md §7.8): a reader thread issues
-// large sequential preads into a small ring of buffers and drops the pages
+// Streaming reads of one operand file (KLD.md §7.8): reader threads issue
+// large sequential preads into a small ring of buffers and drop the pages
 // it has read (so a suite far larger than RAM never evicts the page cache);
 // a hasher thread takes each chunk next and hashes every byte of the file
 // as it passes (SHA-256 inline: no second pass, beside the kernel, and not
@@ -23,8 +23,12 @@ enum class IoMode { buffered, direct };
 
 struct ReadAheadOptions {
     uint64_t chunk = uint64_t(16) << 20;  // bytes per pread (§7.8: 8-64 MiB)
-    int depth = 3;                        // buffers: one read, one hashed, one consumed
-    IoMode mode = IoMode::buffered;
+    int depth = 3;                        // buffers beyond those being read: one hashed, one consumed, one spare
+    int readers = 0;                      // concurrent preads; 0: 1 buffered (the kernel reads ahead), 2 O_DIRECT
+    // O_DIRECT by default: on the 2-core test VM it used 0.5 s of system
+    // CPU per 5.4 GB against 2.2 s buffered, and the run is CPU-bound
+    // (SHA-256). Files on filesystems without O_DIRECT are read buffered.
+    IoMode mode = IoMode::direct;
     bool hash = true;                     // SHA-256 of the whole file
 };
 
@@ -35,7 +39,8 @@ struct ReadAheadOptions {
 inline uint64_t readahead_bytes(const ReadAheadOptions& o, uint64_t record = 0, uint64_t file = ~uint64_t(0) >> 1) {
     uint64_t b = o.chunk > record ? o.chunk : record;
     if (b > file) b = file;
-    return (b + 8192) * uint64_t(o.depth < 3 ? 3 : o.depth);
+    const int readers = o.readers > 0 ? o.readers : o.mode == IoMode::direct ? 2 : 1;
+    return (b + 8192) * uint64_t((o.depth < 3 ? 3 : o.depth) + readers - 1);
 }
 
 class ReadAhead {
@@ -74,7 +79,7 @@ private:
     // Waits for the chunk holding pos_ (dropping chunks before it).
     Status front(std::unique_lock<std::mutex>& lk);
     void release_front();
-    void run();   // reader thread: preads, back to back
+    void run();   // a reader thread: claims chunks in order, preads them back to back
     void hash();  // hasher thread: SHA-256 of each chunk in file order
     void stop();
 
@@ -85,6 +90,11 @@ private:
     uint64_t size_ = 0, start_ = 0, stop_ = 0;  // reader covers [start_, stop_)
     uint64_t begin_ = 0, span_ = 0;             // chunks inside the range start at begin_ + k * span_
     uint64_t buf_bytes_ = 0;
+    std::vector<std::pair<uint64_t, uint64_t>> chunks_;  // [off, next) of every chunk, in file order
+    size_t next_claim_ = 0, next_pub_ = 0;               // chunk indices: next to read, next to publish
+    std::vector<Chunk> slots_;                           // chunks read, waiting for their turn to publish
+    std::vector<bool> filled_;
+    int readers_live_ = 0;
     uint64_t pos_ = 0, end_ = 0;               // consumer position in [begin, end)
     std::vector<uint8_t*> bufs_;
     std::mutex mu_;
@@ -93,11 +103,12 @@ private:
     std::deque<Chunk> ready_;
     size_t used_ = 0;  // bytes of ready_.front() already consumed
     std::deque<Chunk> unhashed_;  // read, waiting for the hasher
-    bool read_done_ = false;       // the reader has queued its last chunk (or failed)
+    bool read_done_ = false;       // the readers have queued the last chunk (or failed)
     bool done_ = false, cancel_ = false;
     Status err_;
     std::string hex_;
-    std::thread th_, hasher_;
+    std::vector<std::thread> readers_;
+    std::thread hasher_;
 };
 
 }  // namespace sluice::kld

@@ -340,8 +340,9 @@ TEST(KldFast, ReceiptsIdenticalAcrossIoModesAndChunkSizes) {
     auto& f = fx();
     std::string base;
     const std::vector<std::vector<std::string>> modes = {
-        {}, {"--io", "direct"}, {"--read-chunk", "4096"}, {"--read-chunk", "70000", "--io", "direct"},
-        {"--read-chunk", "67108864", "--threads", "3"}, {"--verify-hashes", "off", "--io", "direct"}};
+        {}, {"--io", "buffered"}, {"--read-chunk", "4096"}, {"--read-chunk", "70000", "--io", "buffered"},
+        {"--read-chunk", "67108864", "--threads", "3"}, {"--verify-hashes", "off", "--io", "buffered"},
+        {"--verify-hashes", "off", "--read-chunk", "8192"}};
     for (const auto& m : modes) {
         std::vector<std::string> w = {"compare", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--candidate", f.d + "/cand",
                                       "--json", f.d + "/io.json"};
