@@ -39,7 +39,7 @@ drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet -- src/eval || echo ' (+ uncommitted src/eval)')"
-echo "== load average before: $(load)"
+echo "== load average before: $(load); CPU pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 "$BK" gen --out "$D" --windows "$W" --context "$T" --vocab "$V"
 bytes=$(( $(cat "$D"/ref/*.safetensors "$D"/cand/*.safetensors | wc -c) ))
 echo "== operand files: $bytes bytes"
@@ -76,7 +76,7 @@ EOF
 REPS=${KLD_BENCH_REPS:-3}
 run_sluice() {  # name, reps, extra args...: every wall time, median and best
     local name=$1 reps=$2; shift 2
-    local walls=() cpus=() rss=0 loads=""
+    local walls=() cpus=() cpusec=() rss=0 loads=""
     for ((i = 0; i < reps; i++)); do
         drop
         loads+="$(cut -d' ' -f1 /proc/loadavg) "
@@ -84,6 +84,7 @@ run_sluice() {  # name, reps, extra args...: every wall time, median and best
             --json "$D/$name.json" "$@" > "$D/$name.out" 2> "$D/$name.time"
         walls+=("$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(i=1;i<=n;i++) s=s*60+t[i]; print s}' "$D/$name.time")")
         cpus+=("$(awk -F': ' '/Percent of CPU/ {print $2}' "$D/$name.time")")
+        cpusec+=("$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {print u + s}' "$D/$name.time")")
         local r; r=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$D/$name.time")
         (( r > rss )) && rss=$r
     done
@@ -91,18 +92,20 @@ run_sluice() {  # name, reps, extra args...: every wall time, median and best
     med=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
     best=$(printf '%s\n' "${walls[@]}" | sort -g | head -1)
     mean=$(python3 -c "import json;r=json.load(open('$D/$name.json'));print('%.12g' % r['kl_reference_to_candidate']['mean'])")
+    # CPU seconds (user + system) per GB: what the run costs whatever the load.
+    local cpg; cpg=$(printf '%s\n' "${cpusec[@]}" | sort -g | awk -v b="$bytes" '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)] / (b / 1e9)}')
     awk -v n="$name" -v o="$*" -v m="$med" -v bw="$best" -v b="$bytes" -v d="$disk" -v np="$np_gbs" -v c="${cpus[*]}" \
-        -v r="$(( rss / 1024 ))" -v k="$mean" -v l="$loads" -v w="${walls[*]}" \
-        'BEGIN {g = b / m / 1e9; printf "| %s | `%s` | %s | %.3f | %.3f | %.0f%% | %.1fx | %s | %s | %s | %s |\n", n, o, w, g, b / bw / 1e9, 100 * g / d, g / np, c, r, k, l}' \
+        -v r="$(( rss / 1024 ))" -v k="$mean" -v l="$loads" -v w="${walls[*]}" -v cpg="$cpg" \
+        'BEGIN {g = b / m / 1e9; printf "| %s | `%s` | %s | %.3f | %.3f | %.0f%% | %.1fx | %s | %s | %s | %s | %s |\n", n, o, w, g, b / bw / 1e9, 100 * g / d, g / np, c, cpg, r, k, l}' \
         | tee -a "$D/table.md"
 }
 
 echo "== (b)+(e) sluice kld compare, uncached (page cache dropped before each run)"
-echo "| run | options | wall s (each run) | GB/s median | GB/s best | median / disk | median / numpy | CPU (each run) | peak RSS MiB | mean KL | 1-min load before each |" | tee "$D/table.md"
-echo "|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$D/table.md"
+echo "| run | options | wall s (each run) | GB/s median | GB/s best | median / disk | median / numpy | CPU (each run) | CPU s per GB | peak RSS MiB | mean KL | 1-min load before each |" | tee "$D/table.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$D/table.md"
 run_sluice default-t2 "$REPS" --threads 2
 run_sluice t1 "$REPS" --threads 1
-run_sluice t2-direct "$REPS" --threads 2 --io direct
+run_sluice t2-buffered "$REPS" --threads 2 --io buffered
 run_sluice t2-no-js "$REPS" --threads 2 --no-js
 run_sluice t2-no-hash "$REPS" --threads 2 --verify-hashes off
 run_sluice t2-fp64 1 --threads 2 --precision fp64
@@ -113,7 +116,7 @@ if "$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D
 echo "== (d) kernel in memory, one core"
 "$BK" kernel --vocab "$V" --rows 32 | tee "$D/kernel.txt"
 
-echo "== load average after: $(load)"
+echo "== load average after: $(load); CPU pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 echo
 cat "$D/disk.txt"
 echo "disk reference for the ratios: the best O_DIRECT rate, $disk GB/s"
