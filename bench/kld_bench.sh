@@ -74,42 +74,45 @@ print("same windows: sluice fp64 mean KL %.15g, numpy %.15g, |diff| %.3g" % (a, 
 EOF
 
 REPS=${KLD_BENCH_REPS:-3}
-run_sluice() {  # name, reps, extra args...: every wall time, median and best
-    local name=$1 reps=$2; shift 2
-    local walls=() cpus=() cpusec=() rss=0 loads=""
-    for ((i = 0; i < reps; i++)); do
-        drop
-        loads+="$(cut -d' ' -f1 /proc/loadavg) "
-        /usr/bin/time -v "$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" \
-            --json "$D/$name.json" "$@" > "$D/$name.out" 2> "$D/$name.time"
-        walls+=("$(awk -F': ' '/Elapsed \(wall clock\)/ {n=split($2,t,":"); s=0; for(i=1;i<=n;i++) s=s*60+t[i]; print s}' "$D/$name.time")")
-        cpus+=("$(awk -F': ' '/Percent of CPU/ {print $2}' "$D/$name.time")")
-        cpusec+=("$(awk -F': ' '/User time/ {u=$2} /System time/ {s=$2} END {print u + s}' "$D/$name.time")")
-        local r; r=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$D/$name.time")
-        (( r > rss )) && rss=$r
-    done
-    local med best mean
-    med=$(printf '%s\n' "${walls[@]}" | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
-    best=$(printf '%s\n' "${walls[@]}" | sort -g | head -1)
-    mean=$(python3 -c "import json;r=json.load(open('$D/$name.json'));print('%.12g' % r['kl_reference_to_candidate']['mean'])")
-    # CPU seconds (user + system) per GB: what the run costs whatever the load.
-    local cpg; cpg=$(printf '%s\n' "${cpusec[@]}" | sort -g | awk -v b="$bytes" '{a[NR]=$1} END {printf "%.2f", a[int((NR+1)/2)] / (b / 1e9)}')
-    awk -v n="$name" -v o="$*" -v m="$med" -v bw="$best" -v b="$bytes" -v d="$disk" -v np="$np_gbs" -v c="${cpus[*]}" \
-        -v r="$(( rss / 1024 ))" -v k="$mean" -v l="$loads" -v w="${walls[*]}" -v cpg="$cpg" \
-        'BEGIN {g = b / m / 1e9; printf "| %s | `%s` | %s | %.3f | %.3f | %.0f%% | %.1fx | %s | %s | %s | %s | %s |\n", n, o, w, g, b / bw / 1e9, 100 * g / d, g / np, c, cpg, r, k, l}' \
-        | tee -a "$D/table.md"
+# Configurations, run round-robin (rep 1 of each, then rep 2, ...) so that
+# the other work on this shared machine weighs on all of them alike.
+names=(default-t2 t1 t2-buffered t2-no-js t2-no-hash t2-fp64 t2-cap-320MiB)
+args=("--threads 2" "--threads 1" "--threads 2 --io buffered" "--threads 2 --no-js" "--threads 2 --verify-hashes off"
+      "--threads 2 --precision fp64" "--threads 2 --max-ram 335544320")
+reps=("$REPS" "$REPS" "$REPS" "$REPS" "$REPS" 1 1)
+run_once() {  # index, rep: appends "wall cpu% cpu_s rss_kB load" to $D/runs-NAME.txt
+    local i=$1 name=${names[$1]}
+    drop
+    local l; l=$(cut -d' ' -f1 /proc/loadavg)
+    # shellcheck disable=SC2086
+    /usr/bin/time -v "$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" \
+        --json "$D/$name.json" ${args[$i]} > "$D/$name.out" 2> "$D/$name.time"
+    awk -F': ' -v l="$l" '/Elapsed \(wall clock\)/ {n=split($2,t,":"); w=0; for(i=1;i<=n;i++) w=w*60+t[i]}
+        /Percent of CPU/ {c=$2} /User time/ {u=$2} /System time/ {s=$2} /Maximum resident set size/ {r=$2}
+        END {print w, c, u + s, r, l}' "$D/$name.time" >> "$D/runs-$name.txt"
 }
-
-echo "== (b)+(e) sluice kld compare, uncached (page cache dropped before each run)"
+echo "== (b)+(e) sluice kld compare, uncached (page cache dropped before each run), configurations round-robin"
+rm -f "$D"/runs-*.txt
+for ((rep = 0; rep < REPS; rep++)); do
+    for i in "${!names[@]}"; do (( rep < reps[i] )) && run_once "$i"; done
+done
 echo "| run | options | wall s (each run) | GB/s median | GB/s best | median / disk | median / numpy | CPU (each run) | CPU s per GB | peak RSS MiB | mean KL | 1-min load before each |" | tee "$D/table.md"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$D/table.md"
-run_sluice default-t2 "$REPS" --threads 2
-run_sluice t1 "$REPS" --threads 1
-run_sluice t2-buffered "$REPS" --threads 2 --io buffered
-run_sluice t2-no-js "$REPS" --threads 2 --no-js
-run_sluice t2-no-hash "$REPS" --threads 2 --verify-hashes off
-run_sluice t2-fp64 1 --threads 2 --precision fp64
-run_sluice t2-cap-256MiB 1 --threads 2 --max-ram 268435456
+for i in "${!names[@]}"; do
+    name=${names[$i]}
+    mean=$(python3 -c "import json;r=json.load(open('$D/$name.json'));print('%.12g' % r['kl_reference_to_candidate']['mean'])")
+    # CPU seconds (user + system) per GB: what a run costs whatever the load.
+    awk -v n="$name" -v o="${args[$i]}" -v b="$bytes" -v d="$disk" -v np="$np_gbs" -v k="$mean" '
+        {w[NR]=$1; c[NR]=$2; cs[NR]=$3; if ($4 > r) r=$4; l[NR]=$5}
+        END {
+            for (i = 1; i <= NR; i++) { ws = ws sprintf("%s ", w[i]); cc = cc c[i] " "; ll = ll l[i] " "; s[i] = w[i]; t[i] = cs[i] }
+            for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) { if (s[j] < s[i]) { x = s[i]; s[i] = s[j]; s[j] = x } if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x } }
+            m = s[int((NR + 1) / 2)]; g = b / m / 1e9
+            printf "| %s | `%s` | %s| %.3f | %.3f | %.0f%% | %.1fx | %s| %.2f | %d | %s | %s|\n", n, o, ws, g, b / s[1] / 1e9, 100 * g / d, g / np, cc, t[int((NR + 1) / 2)] / (b / 1e9), r / 1024, k, ll
+        }' "$D/runs-$name.txt" | tee -a "$D/table.md"
+done
+plan=$(python3 -c "import json;print(json.load(open('$D/t2-cap-320MiB.json'))['sluice']['timing']['ram_plan_bytes'])")
+echo "RAM plan of the 2-thread runs: $plan bytes ($(( plan / 1048576 )) MiB); peak RSS is in the table"
 if "$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" --threads 2 --max-ram 33554432 > /dev/null 2> "$D/cap.err"; then
     echo "--max-ram 32 MiB was NOT refused"; else echo "--max-ram 32 MiB refused: $(cat "$D/cap.err")"; fi
 
