@@ -10,7 +10,7 @@
 #
 # usage: bench/kld_bench.sh [BUILD_DIR] [DATA_DIR]
 #   KLD_BENCH_WINDOWS (8), KLD_BENCH_CONTEXT (512), KLD_BENCH_VOCAB (163840),
-#   KLD_BENCH_NUMPY_WINDOWS (numpy on a subset: "0-1"; "all" for every window),
+#   KLD_BENCH_NUMPY_WINDOWS (numpy on a subset: "0"; "all" for every window),
 #   KLD_BENCH_KEEP=1 keeps the data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,7 +19,7 @@ D=${2:-/tmp/sluice-kld-bench}
 W=${KLD_BENCH_WINDOWS:-8}
 T=${KLD_BENCH_CONTEXT:-512}
 V=${KLD_BENCH_VOCAB:-163840}
-NPW=${KLD_BENCH_NUMPY_WINDOWS:-0-1}
+NPW=${KLD_BENCH_NUMPY_WINDOWS:-0}
 SLUICE=$B/sluice
 BK=$B/bench/bench_kld
 for f in "$SLUICE" "$BK"; do [[ -x $f ]] || { echo "missing $f (build with -DSLUICE_BUILD_BENCH=ON)"; exit 2; }; done
@@ -51,28 +51,18 @@ drop; "$BK" disk --streams 4 --buffered "$D"/ref/*.safetensors "$D"/cand/*.safet
 # The reference for "% of disk": the best O_DIRECT rate (the conservative choice).
 disk=$(grep O_DIRECT "$D/disk.txt" | grep -o '= [0-9.]* GB/s' | awk '{print $2}' | sort -g | tail -1)
 
-echo "== (c) numpy baseline tools/kld_ref.py (windows $NPW), uncached"
 npsel=()
 [[ $NPW == all ]] || npsel=(--windows "$NPW")
-drop
-/usr/bin/time -v /usr/bin/python3 tools/kld_ref.py --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" \
-    "${npsel[@]}" --json "$D/numpy.json" > /dev/null 2> "$D/numpy.time"
-np_gbs=$(python3 -c "import json;print('%.4f' % json.load(open('$D/numpy.json'))['gb_per_s'])")
-np_s=$(python3 -c "import json;print('%.1f' % json.load(open('$D/numpy.json'))['seconds'])")
-np_mean=$(python3 -c "import json;print('%.12g' % json.load(open('$D/numpy.json'))['kl_mean'])")
-np_rss=$(awk -F': ' '/Maximum resident set size/ {print $2}' "$D/numpy.time")
-echo "numpy: $np_gbs GB/s ($np_s s, peak RSS $(( np_rss / 1024 )) MiB, mean KL over its windows $np_mean)"
-# The same windows through sluice (fp64 and fast), for the agreement check.
-drop
-"$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" --threads 2 --precision fp64 \
-    "${npsel[@]}" --json "$D/sub64.json" > /dev/null
-python3 - "$D/sub64.json" "$D/numpy.json" <<'EOF'
-import json, sys
-s = json.load(open(sys.argv[1])); n = json.load(open(sys.argv[2]))
-a, b = s["kl_reference_to_candidate"]["mean"], n["kl_mean"]
-print("same windows: sluice fp64 mean KL %.15g, numpy %.15g, |diff| %.3g" % (a, b, abs(a - b)))
-EOF
-
+run_numpy() {  # appends "wall cpu% cpu_s rss_kB load gb_per_s" to $D/runs-numpy.txt
+    drop
+    local l; l=$(cut -d' ' -f1 /proc/loadavg)
+    /usr/bin/time -v /usr/bin/python3 tools/kld_ref.py --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" \
+        "${npsel[@]}" --json "$D/numpy.json" > /dev/null 2> "$D/numpy.time"
+    awk -F': ' -v l="$l" -v g="$(python3 -c "import json;print(json.load(open('$D/numpy.json'))['gb_per_s'])")" \
+        '/Elapsed \(wall clock\)/ {n=split($2,t,":"); w=0; for(i=1;i<=n;i++) w=w*60+t[i]}
+        /Percent of CPU/ {c=$2} /User time/ {u=$2} /System time/ {s=$2} /Maximum resident set size/ {r=$2}
+        END {print w, c, u + s, r, l, g}' "$D/numpy.time" >> "$D/runs-numpy.txt"
+}
 REPS=${KLD_BENCH_REPS:-3}
 # Configurations, run round-robin (rep 1 of each, then rep 2, ...) so that
 # the other work on this shared machine weighs on all of them alike.
@@ -95,20 +85,38 @@ echo "== (b)+(e) sluice kld compare, uncached (page cache dropped before each ru
 rm -f "$D"/runs-*.txt
 for ((rep = 0; rep < REPS; rep++)); do
     for i in "${!names[@]}"; do (( rep < reps[i] )) && run_once "$i"; done
+    run_numpy  # the baseline takes its turn in every round too
 done
-echo "| run | options | wall s (each run) | GB/s median | GB/s best | median / disk | median / numpy | CPU (each run) | CPU s per GB | peak RSS MiB | mean KL | 1-min load before each |" | tee "$D/table.md"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$D/table.md"
+np_bytes=$(python3 -c "import json;print(json.load(open('$D/numpy.json'))['bytes_read'])")
+np_gbs=$(sort -g -k6 "$D/runs-numpy.txt" | awk '{a[NR]=$6} END {printf "%.4f", a[int((NR+1)/2)]}')
+np_cpg=$(sort -g -k3 "$D/runs-numpy.txt" | awk -v b="$np_bytes" '{a[NR]=$3} END {printf "%.2f", a[int((NR+1)/2)] / (b / 1e9)}')
+echo "numpy tools/kld_ref.py, windows $NPW ($np_bytes bytes), each round: $(awk '{printf "%.4f GB/s (%s s, %s CPU, load %s); ", $6, $1, $2, $5}' "$D/runs-numpy.txt")"
+echo "numpy median $np_gbs GB/s, $np_cpg CPU s per GB, peak RSS $(sort -g -k4 "$D/runs-numpy.txt" | tail -1 | awk '{print int($4/1024)}') MiB"
+# numpy and sluice fp64 on the same windows: the agreement check.
+drop
+"$SLUICE" kld compare --suite "$D/suite" --reference "$D/ref" --candidate "$D/cand" --threads 2 --precision fp64 \
+    "${npsel[@]}" --json "$D/sub64.json" > /dev/null
+python3 - "$D/sub64.json" "$D/numpy.json" <<'EOF'
+import json, sys
+s = json.load(open(sys.argv[1])); n = json.load(open(sys.argv[2]))
+a, b = s["kl_reference_to_candidate"]["mean"], n["kl_mean"]
+print("same windows: sluice fp64 mean KL %.15g, numpy %.15g, |diff| %.3g" % (a, b, abs(a - b)))
+EOF
+
+echo "| run | options | wall s (each run) | GB/s median | GB/s best | median / disk | median / numpy | CPU (each run) | CPU s per GB | numpy CPU s per GB / this | peak RSS MiB | mean KL | 1-min load before each |" | tee "$D/table.md"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|" | tee -a "$D/table.md"
 for i in "${!names[@]}"; do
     name=${names[$i]}
     mean=$(python3 -c "import json;r=json.load(open('$D/$name.json'));print('%.12g' % r['kl_reference_to_candidate']['mean'])")
     # CPU seconds (user + system) per GB: what a run costs whatever the load.
-    awk -v n="$name" -v o="${args[$i]}" -v b="$bytes" -v d="$disk" -v np="$np_gbs" -v k="$mean" '
+    awk -v n="$name" -v o="${args[$i]}" -v b="$bytes" -v d="$disk" -v np="$np_gbs" -v npc="$np_cpg" -v k="$mean" '
         {w[NR]=$1; c[NR]=$2; cs[NR]=$3; if ($4 > r) r=$4; l[NR]=$5}
         END {
             for (i = 1; i <= NR; i++) { ws = ws sprintf("%s ", w[i]); cc = cc c[i] " "; ll = ll l[i] " "; s[i] = w[i]; t[i] = cs[i] }
             for (i = 1; i <= NR; i++) for (j = i + 1; j <= NR; j++) { if (s[j] < s[i]) { x = s[i]; s[i] = s[j]; s[j] = x } if (t[j] < t[i]) { x = t[i]; t[i] = t[j]; t[j] = x } }
             m = s[int((NR + 1) / 2)]; g = b / m / 1e9
-            printf "| %s | `%s` | %s| %.3f | %.3f | %.0f%% | %.1fx | %s| %.2f | %d | %s | %s|\n", n, o, ws, g, b / s[1] / 1e9, 100 * g / d, g / np, cc, t[int((NR + 1) / 2)] / (b / 1e9), r / 1024, k, ll
+            cpg = t[int((NR + 1) / 2)] / (b / 1e9)
+            printf "| %s | `%s` | %s| %.3f | %.3f | %.0f%% | %.1fx | %s| %.2f | %.1fx | %d | %s | %s|\n", n, o, ws, g, b / s[1] / 1e9, 100 * g / d, g / np, cc, cpg, npc / cpg, r / 1024, k, ll
         }' "$D/runs-$name.txt" | tee -a "$D/table.md"
 done
 plan=$(python3 -c "import json;print(json.load(open('$D/t2-cap-320MiB.json'))['sluice']['timing']['ram_plan_bytes'])")
