@@ -68,6 +68,7 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
             w->top1[size_t(r)] = m.top1;
             w->top1_tie[size_t(r)] = m.top1_tie_aware;
             w->ref_tied[size_t(r)] = m.ref_tied;
+            hash_row_pair(*rs, xp + i * V, *cs, yp + i * V, V * 4);  // while the rows are in cache
         }
         rs->consume(n);
         cs->consume(n);

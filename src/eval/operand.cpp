@@ -9,6 +9,7 @@
 
 #include "eval/readahead.h"
 #include "eval/safetensors.h"
+#include "eval/sha256.h"
 
 namespace sluice::kld {
 
@@ -24,6 +25,14 @@ Status RowStream::peek(int64_t max, int64_t V, const float** rows, int64_t* n) {
     *rows = pbuf_.data() + prow_ * V;
     *n = std::min(max, pn_ - prow_);
     return {};
+}
+
+void hash_row_pair(RowStream& a, const float* pa, RowStream& b, const float* pb, int64_t bytes) {
+    Sha256Stream *ha = a.row_hasher(), *hb = b.row_hasher();
+    if (!ha || !hb) return;  // consume() hashes what it must
+    Sha256Stream::update2(*ha, pa, *hb, pb, size_t(bytes));
+    a.rows_hashed(1);
+    b.rows_hashed(1);
 }
 
 namespace {
@@ -64,18 +73,19 @@ Status check_tensor_file(StFile& f, int64_t rows, int64_t V, const std::string& 
     return {};
 }
 
-// Rows of one logits file, streamed by a ReadAhead (§7.8): large preads
-// ahead of the kernel, SHA-256 of the whole file inline on the reader
-// thread, pages dropped after use.
+// Rows of one logits file, streamed by a ReadAhead (§7.8), with the SHA-256
+// of the whole file computed inline: the header when the stream opens, the
+// rows as they are consumed (or, paired with the other operand's rows, by
+// hash_row_pair while they are still in cache), the rest of the file at
+// finish().
 class FileRows : public RowStream {
 public:
     FileRows(StFile f, const TensorInfo* t, std::string expect_sha, bool verify)
         : f_(std::move(f)), t_(*t), expect_(std::move(expect_sha)), verify_(verify) {}
     Status start(const ReadAheadOptions& ro) {
-        ReadAheadOptions o = ro;
-        o.hash = verify_;
-        return ra_.open(f_.path(), f_.data_start() + t_.begin, f_.data_start() + t_.end, o,
-                        t_.shape[1] * dtype_size(t_.dt));
+        const uint64_t b = f_.data_start() + t_.begin, e = f_.data_start() + t_.end;
+        if (verify_) KLD_TRY(hash_file_bytes(0, b));
+        return ra_.open(f_.path(), b, e, ro, t_.shape[1] * dtype_size(t_.dt));
     }
     Status peek(int64_t max, int64_t V, const float** rows, int64_t* n) override {
         if (t_.dt != DType::F32) return RowStream::peek(max, V, rows, n);
@@ -86,13 +96,21 @@ public:
         KLD_TRY(ra_.peek(&p, &avail));
         const int64_t k = int64_t(avail / (uint64_t(V) * 4));  // chunks hold whole rows
         if (k < 1) return err(Code::io, f_.path() + ": read-ahead chunk holds no whole row");
+        peeked_ = p;
+        pre_hashed_ = 0;
         *rows = reinterpret_cast<const float*>(p);
         *n = std::min(max, k);
         return {};
     }
+    Sha256Stream* row_hasher() override { return verify_ && t_.dt == DType::F32 ? &sha_ : nullptr; }
+    void rows_hashed(int64_t k) override { pre_hashed_ += k; }
     void consume(int64_t k) override {
         if (t_.dt != DType::F32) return RowStream::consume(k);
-        ra_.consume(uint64_t(k) * t_.shape[1] * 4);
+        const uint64_t rb = t_.shape[1] * 4;
+        if (verify_ && k > pre_hashed_)  // rows the caller did not hash itself
+            sha_.update(peeked_ + uint64_t(pre_hashed_) * rb, uint64_t(k - pre_hashed_) * rb);
+        pre_hashed_ = 0;
+        ra_.consume(uint64_t(k) * rb);
         row_ += k;
     }
     Status read(int64_t n, float* out) override {
@@ -100,9 +118,11 @@ public:
         const uint64_t cnt = uint64_t(n) * t_.shape[1];
         if (t_.dt == DType::F32) {
             KLD_TRY(ra_.read(out, cnt * 4));
-        } else {  // BF16/F16: widen after the raw bytes pass the hash
+            if (verify_) sha_.update(out, cnt * 4);
+        } else {  // BF16/F16: hash the raw bytes, then widen
             raw_.resize(cnt);
             KLD_TRY(ra_.read(raw_.data(), cnt * 2));
+            if (verify_) sha_.update(raw_.data(), cnt * 2);
             if (t_.dt == DType::BF16)
                 for (uint64_t i = 0; i < cnt; ++i) out[i] = bf16_to_f32(raw_[i]);
             else
@@ -112,20 +132,36 @@ public:
         return {};
     }
     Status finish() override {
-        std::string h;
-        KLD_TRY(ra_.finish(&h));
+        KLD_TRY(ra_.finish());
         if (!verify_) return {};
         if (row_ != int64_t(t_.shape[0])) return err(Code::io, f_.path() + ": could not hash the whole file");
+        KLD_TRY(hash_file_bytes(f_.data_start() + t_.end, f_.file_size()));
+        const std::string h = sha_.hex();
         if (h != expect_)
             return err(Code::identity, f_.path() + ": sha256 expected " + expect_ + " (manifest), found " + h);
         return {};
     }
 private:
+    // Bytes [from, to) of the file outside the streamed rows (header, trailer).
+    Status hash_file_bytes(uint64_t from, uint64_t to) {
+        std::vector<uint8_t> buf(size_t(std::min<uint64_t>(to - from, uint64_t(1) << 20)));
+        for (uint64_t off = from; off < to;) {
+            const uint64_t n = std::min<uint64_t>(buf.size(), to - off);
+            KLD_TRY(f_.pread_file(off, buf.data(), n));
+            sha_.update(buf.data(), n);
+            off += n;
+        }
+        return {};
+    }
+
     StFile f_;
     TensorInfo t_;
     std::string expect_;
     bool verify_;
     ReadAhead ra_;
+    Sha256Stream sha_;
+    const uint8_t* peeked_ = nullptr;
+    int64_t pre_hashed_ = 0;  // rows of the current peek hashed by the caller
     std::vector<uint16_t> raw_;
     int64_t row_ = 0;
 };

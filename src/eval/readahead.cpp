@@ -73,7 +73,6 @@ void ReadAhead::stop() {
     cv_.notify_all();
     for (auto& t : readers_)
         if (t.joinable()) t.join();
-    if (hasher_.joinable()) hasher_.join();
 }
 
 Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o, uint64_t record) {
@@ -99,17 +98,9 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
     end_ = end;
     begin_ = begin;
     span_ = record ? std::max<uint64_t>(record, o_.chunk / record * record) : o_.chunk;
-    start_ = o_.hash ? 0 : begin;
-    stop_ = o_.hash ? size_ : end;
-    buf_bytes_ = round_up(std::min(std::max(span_, o_.chunk), stop_ - start_), kAlign) + 2 * kAlign;
+    buf_bytes_ = round_up(std::min(std::max(span_, o_.chunk), std::max<uint64_t>(end - begin, 1)), kAlign) + 2 * kAlign;
     if (mode_ == IoMode::buffered) (void)::posix_fadvise(fd_, 0, 0, POSIX_FADV_SEQUENTIAL);
-    // Chunks before the range (the header, hashed only) are up to `chunk`
-    // long; inside it they hold whole records from begin_.
-    for (uint64_t off = start_; off < stop_;) {
-        const uint64_t next = off < begin_ ? std::min(begin_, off + o_.chunk) : std::min(stop_, off + span_);
-        chunks_.emplace_back(off, next);
-        off = next;
-    }
+    for (uint64_t off = begin; off < end; off = std::min(end, off + span_)) chunks_.emplace_back(off, std::min(end, off + span_));
     slots_.resize(chunks_.size());
     filled_.assign(chunks_.size(), false);
     const int nbuf = o_.depth + o_.readers - 1;
@@ -120,8 +111,11 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
         free_.push_back(b);
     }
     readers_live_ = o_.readers;
+    if (chunks_.empty()) {  // an empty range: nothing to read
+        read_done_ = done_ = true;
+        return {};
+    }
     for (int i = 0; i < o_.readers; ++i) readers_.emplace_back([this] { run(); });
-    if (o_.hash) hasher_ = std::thread([this] { hash(); });
     return {};
 }
 
@@ -130,10 +124,7 @@ void ReadAhead::run() {
         {
             std::lock_guard<std::mutex> lk(mu_);
             if (!st.ok() && err_.ok()) err_ = st;
-            if (!st.ok() || --readers_live_ == 0) {
-                read_done_ = true;
-                if (!o_.hash) done_ = true;  // else the hasher finishes the stream
-            }
+            if (!st.ok() || --readers_live_ == 0) read_done_ = done_ = true;
         }
         cv_.notify_all();
     };
@@ -173,9 +164,9 @@ void ReadAhead::run() {
             return finish_reading(err(Code::io, path_ + ": short read at byte " + std::to_string(lo + got) + " (file changed?)"));
         if (!direct) {
             // Ask for the next chunk now (the kernel reads it while this one
-            // is hashed and consumed); the bytes read are ours, so drop their
-            // pages rather than let them evict the rest of the cache.
-            if (next < stop_) (void)::posix_fadvise(fd_, off_t(next), off_t(std::min(span_, stop_ - next)), POSIX_FADV_WILLNEED);
+            // is consumed); the bytes read are ours, so drop their pages
+            // rather than let them evict the rest of the cache.
+            if (next < end_) (void)::posix_fadvise(fd_, off_t(next), off_t(std::min(span_, end_ - next)), POSIX_FADV_WILLNEED);
             (void)::posix_fadvise(fd_, off_t(off), off_t(next - off), POSIX_FADV_DONTNEED);
         }
         {
@@ -183,37 +174,11 @@ void ReadAhead::run() {
             slots_[k] = {b, off, next - off, off - lo};
             filled_[k] = true;
             for (; next_pub_ < chunks_.size() && filled_[next_pub_]; ++next_pub_)  // in file order
-                (o_.hash ? unhashed_ : ready_).push_back(slots_[next_pub_]);
+                ready_.push_back(slots_[next_pub_]);
         }
         cv_.notify_all();
     }
     finish_reading({});
-}
-
-void ReadAhead::hash() {
-    Sha256 sha;
-    for (;;) {
-        Chunk c;
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_.wait(lk, [&] { return cancel_ || !unhashed_.empty() || read_done_; });
-            if (cancel_) return;
-            if (unhashed_.empty()) {  // the reader is done (or failed)
-                if (err_.ok()) hex_ = sha.hex();
-                done_ = true;
-                break;
-            }
-            c = unhashed_.front();
-            unhashed_.pop_front();
-        }
-        sha.update(c.buf + c.skew, c.len);
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            ready_.push_back(c);
-        }
-        cv_.notify_all();
-    }
-    cv_.notify_all();
 }
 
 void ReadAhead::release_front() {
@@ -275,16 +240,14 @@ void ReadAhead::consume(uint64_t n) {
     if (!ready_.empty() && pos_ >= ready_.front().off + ready_.front().len) release_front();
 }
 
-Status ReadAhead::finish(std::string* hex) {
+Status ReadAhead::finish() {
     std::unique_lock<std::mutex> lk(mu_);
-    for (;;) {  // drain what lies after the range so the reader reaches the end of the file
+    for (;;) {  // drain, so readers waiting for buffers can finish
         while (!ready_.empty()) release_front();
         if (done_) break;
         cv_.wait(lk, [&] { return !ready_.empty() || done_; });
     }
-    if (!err_.ok()) return err_;
-    if (hex) *hex = hex_;
-    return {};
+    return err_;
 }
 
 }  // namespace sluice::kld

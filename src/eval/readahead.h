@@ -1,10 +1,9 @@
 // Streaming reads of one operand file (KLD.md §7.8): reader threads issue
-// large sequential preads into a small ring of buffers and drop the pages
-// it has read (so a suite far larger than RAM never evicts the page cache);
-// a hasher thread takes each chunk next and hashes every byte of the file
-// as it passes (SHA-256 inline: no second pass, beside the kernel, and not
-// in the reader's way, so the disk keeps reading while a chunk is hashed).
-// The consumer takes the bytes of one range in order.
+// large sequential preads into a small ring of buffers (O_DIRECT by
+// default; buffered reads drop the pages they have read, so a suite far
+// larger than RAM never evicts the page cache). The consumer takes the bytes
+// of one range in order, copied or in place. Hashing is the consumer's
+// (FileRows hashes each row pair as it is scored, while it is in cache).
 #pragma once
 
 #include <condition_variable>
@@ -23,13 +22,12 @@ enum class IoMode { buffered, direct };
 
 struct ReadAheadOptions {
     uint64_t chunk = uint64_t(16) << 20;  // bytes per pread (§7.8: 8-64 MiB)
-    int depth = 3;                        // buffers beyond those being read: one hashed, one consumed, one spare
+    int depth = 3;                        // buffers beyond those being read: one consumed, two ready
     int readers = 0;                      // concurrent preads; 0: 1 buffered (the kernel reads ahead), 2 O_DIRECT
     // O_DIRECT by default: on the 2-core test VM it used 0.5 s of system
     // CPU per 5.4 GB against 2.2 s buffered, and the run is CPU-bound
     // (SHA-256). Files on filesystems without O_DIRECT are read buffered.
     IoMode mode = IoMode::direct;
-    bool hash = true;                     // SHA-256 of the whole file
 };
 
 // Bytes of read-ahead memory one stream holds.
@@ -50,11 +48,9 @@ public:
     ReadAhead(const ReadAhead&) = delete;
     ReadAhead& operator=(const ReadAhead&) = delete;
 
-    // Streams bytes [begin, end) of path to read(). With hashing on, the
-    // reader covers the whole file [0, size) so the hash is the file's.
-    // IoMode::direct uses O_DIRECT (aligned offsets; the reader aligns down
-    // and skips) and falls back to buffered reads where the filesystem
-    // refuses it.
+    // Streams bytes [begin, end) of path to read(). IoMode::direct uses
+    // O_DIRECT (aligned offsets; the reader aligns down and skips) and falls
+    // back to buffered reads where the filesystem refuses it.
     // `record` > 0 aligns chunk boundaries inside the range to whole
     // records (rows) from `begin`, so peek() always yields whole rows.
     Status open(const std::string& path, uint64_t begin, uint64_t end, const ReadAheadOptions& o, uint64_t record = 0);
@@ -65,9 +61,9 @@ public:
     Status peek(const uint8_t** p, uint64_t* avail);
     // Advances past n bytes of the last peek (n <= avail).
     void consume(uint64_t n);
-    // After the last read: waits for the reader and returns the file's
-    // SHA-256 (hex), or an error if the file could not be read whole.
-    Status finish(std::string* sha256_hex);
+    // After the last read: waits for the readers; an error if the range
+    // could not be read whole.
+    Status finish();
     IoMode mode() const { return mode_; }
 
 private:
@@ -79,16 +75,15 @@ private:
     // Waits for the chunk holding pos_ (dropping chunks before it).
     Status front(std::unique_lock<std::mutex>& lk);
     void release_front();
-    void run();   // a reader thread: claims chunks in order, preads them back to back
-    void hash();  // hasher thread: SHA-256 of each chunk in file order
+    void run();  // a reader thread: claims chunks in order, preads them back to back
     void stop();
 
     std::string path_;
     int fd_ = -1;
     IoMode mode_ = IoMode::buffered;
     ReadAheadOptions o_;
-    uint64_t size_ = 0, start_ = 0, stop_ = 0;  // reader covers [start_, stop_)
-    uint64_t begin_ = 0, span_ = 0;             // chunks inside the range start at begin_ + k * span_
+    uint64_t size_ = 0;
+    uint64_t begin_ = 0, span_ = 0;  // chunks start at begin_ + k * span_
     uint64_t buf_bytes_ = 0;
     std::vector<std::pair<uint64_t, uint64_t>> chunks_;  // [off, next) of every chunk, in file order
     size_t next_claim_ = 0, next_pub_ = 0;               // chunk indices: next to read, next to publish
@@ -102,13 +97,10 @@ private:
     std::deque<uint8_t*> free_;
     std::deque<Chunk> ready_;
     size_t used_ = 0;  // bytes of ready_.front() already consumed
-    std::deque<Chunk> unhashed_;  // read, waiting for the hasher
-    bool read_done_ = false;       // the readers have queued the last chunk (or failed)
+    bool read_done_ = false;  // the readers have queued the last chunk (or failed)
     bool done_ = false, cancel_ = false;
     Status err_;
-    std::string hex_;
     std::vector<std::thread> readers_;
-    std::thread hasher_;
 };
 
 }  // namespace sluice::kld

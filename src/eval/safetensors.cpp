@@ -203,10 +203,12 @@ Status StFile::open(const std::string& path) {
     return {};
 }
 
-Status StFile::pread_data(uint64_t off, void* dst, uint64_t n) {
+Status StFile::pread_data(uint64_t off, void* dst, uint64_t n) { return pread_file(data_start() + off, dst, n); }
+
+Status StFile::pread_file(uint64_t off, void* dst, uint64_t n) {
     if (n == 0) return {};
     uint8_t* p = static_cast<uint8_t*>(dst);
-    uint64_t at = data_start() + off;
+    uint64_t at = off;
     while (n) {
         ssize_t r = ::pread(fd_, p, n, off_t(at));
         if (r <= 0) return err(Code::io, path_ + ": short read at byte " + std::to_string(at));

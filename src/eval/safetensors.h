@@ -48,6 +48,8 @@ public:
     Status read_rows_f32(const TensorInfo& t, uint64_t row0, uint64_t n, float* out);
     // Raw bytes [off, off+n) of the data buffer.
     Status pread_data(uint64_t off, void* dst, uint64_t n);
+    // Raw bytes [off, off+n) of the file (header included).
+    Status pread_file(uint64_t off, void* dst, uint64_t n);
 
 private:
     std::string path_;
