@@ -113,6 +113,8 @@ void tile_sum(const float* x, int64_t t0, int64_t t1, float M, double* lanes, He
     for (int64_t v = t0; v < e16; v += 16)
         for (int half = 0; half < 2; ++half) {
             const int64_t at = v + 8 * half;
+            // Fetch the next tile's line while this one's exps run (see AVX-512).
+            if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(x + v) + kTile * 4), _MM_HINT_T0);
             const __m256 xv = _mm256_loadu_ps(x + at);
             __m256d elo, ehi;
             exp8_wide(_mm256_sub_ps(xv, Mv), &elo, &ehi);

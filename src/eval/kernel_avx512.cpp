@@ -101,6 +101,11 @@ void tile_sum(const float* x, int64_t t0, int64_t t1, float M, double* lanes, He
     const __m512 Mv = _mm512_set1_ps(M);
     __m512d a0 = _mm512_loadu_pd(lanes), a1 = _mm512_loadu_pd(lanes + 8);
     for (int64_t v = t0; v < e16; v += 16) {
+        // Rows arrive from disk buffers, not cache: fetch the next tile's
+        // line while this one's exps run, so the next tile's max sweep does
+        // not wait on memory. (A prefetch never faults; past the row it is
+        // only wasted.)
+        _mm_prefetch(reinterpret_cast<const char*>(reinterpret_cast<uintptr_t>(x + v) + kTile * 4), _MM_HINT_T0);
         const __m512 xv = _mm512_loadu_ps(x + v);
         __m512d elo, ehi;
         exp16_wide(_mm512_sub_ps(xv, Mv), &elo, &ehi);
