@@ -3,6 +3,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -123,6 +124,7 @@ private:
     std::vector<float> rope_freq_;
     float mla_scale_ = 1.0f;
     std::vector<Vq4pEntry> vq4p_near_;
+    std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
 
     // Session state.
     int pos_ = 0;
