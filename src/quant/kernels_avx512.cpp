@@ -138,17 +138,90 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
     }
 }
 
+// VQ products with 256-entry books from registers. One (v, s) slice of the
+// table (256 floats) is held in 16 zmm registers and every 16-row group of
+// the range takes its entries with 8 two-register permutes (index bits 0-4)
+// and a 3-level blend on bits 5-7. Scalar lookups from L1 run at about one
+// per cycle (two loads and a dependent add each); this does 16 per ~20
+// vector ops. Loop order is v, then stage, then rows, so each row still adds
+// its entries v-major then by stage from 0.0f, as the scalar kernel does:
+// the bits are equal (tests/unit/kernels_test.cpp checks every backend).
+// Ragged 16-row heads and tails, other E, and S > 4 go to the scalar kernel.
+void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
+                int64_t r0, int64_t r1) {
+    const auto scalar = kernels_scalar().vq_gemv_u8;
+    const int64_t a0 = (r0 + 15) & ~(int64_t)15, a1 = r1 & ~(int64_t)15;
+    if (E != 256 || S < 1 || S > 4 || a0 >= a1) {
+        scalar(T, idx, nv, S, E, scale, y, r0, r1);
+        return;
+    }
+    if (r0 < a0) scalar(T, idx, nv, S, E, scale, y, r0, a0);
+    if (a1 < r1) scalar(T, idx, nv, S, E, scale, y, a1, r1);
+    // Stage s of row i of a group is byte S*i + s of the group's 16*S code
+    // bytes: vpermw brings the word holding it into dword i and a shift by
+    // 0 or 8 moves it to the low byte. Bits above 7 are left as they are:
+    // the permutes read bits 0-4 and the blend masks test bits 5-7 only.
+    __m512i widx[4], wsh[4];
+    for (int s = 0; s < S; s++) {
+        alignas(64) uint16_t w[32];
+        alignas(64) uint32_t sh[16];
+        for (int i = 0; i < 16; i++) {
+            const int p = S * i + s;
+            w[2 * i] = (uint16_t)(p >> 1);
+            w[2 * i + 1] = 0;
+            sh[i] = (uint32_t)(8 * (p & 1));
+        }
+        widx[s] = _mm512_load_si512(w);
+        wsh[s] = _mm512_load_si512(sh);
+    }
+    const __mmask64 cmask = S == 4 ? ~(__mmask64)0 : (((__mmask64)1 << (16 * S)) - 1);
+    const __m512i b5 = _mm512_set1_epi32(32), b6 = _mm512_set1_epi32(64), b7 = _mm512_set1_epi32(128);
+    for (int64_t r = a0; r < a1; r++) y[r] = 0.0f;
+    for (int64_t v = 0; v < nv; v++) {
+        for (int s = 0; s < S; s++) {
+            const float *t = T + (v * S + s) * 256;
+            const __m512 t0 = _mm512_loadu_ps(t), t1 = _mm512_loadu_ps(t + 16), t2 = _mm512_loadu_ps(t + 32),
+                         t3 = _mm512_loadu_ps(t + 48), t4 = _mm512_loadu_ps(t + 64), t5 = _mm512_loadu_ps(t + 80),
+                         t6 = _mm512_loadu_ps(t + 96), t7 = _mm512_loadu_ps(t + 112), t8 = _mm512_loadu_ps(t + 128),
+                         t9 = _mm512_loadu_ps(t + 144), t10 = _mm512_loadu_ps(t + 160),
+                         t11 = _mm512_loadu_ps(t + 176), t12 = _mm512_loadu_ps(t + 192),
+                         t13 = _mm512_loadu_ps(t + 208), t14 = _mm512_loadu_ps(t + 224),
+                         t15 = _mm512_loadu_ps(t + 240);
+            for (int64_t g = a0; g < a1; g += 16) {
+                const uint8_t *u = idx + (((g >> 6) * nv + v) * 64 + (g & 63)) * S;
+                if (s == 0) _mm_prefetch((const char *)(u + 2 * 64 * S), _MM_HINT_T0);
+                const __m512i c = _mm512_maskz_loadu_epi8(cmask, u);
+                const __m512i ix = _mm512_srlv_epi32(_mm512_permutexvar_epi16(widx[s], c), wsh[s]);
+                const __mmask16 m5 = _mm512_test_epi32_mask(ix, b5), m6 = _mm512_test_epi32_mask(ix, b6),
+                                m7 = _mm512_test_epi32_mask(ix, b7);
+                const __m512 x0 = _mm512_mask_blend_ps(m5, _mm512_permutex2var_ps(t0, ix, t1),
+                                                       _mm512_permutex2var_ps(t2, ix, t3));
+                const __m512 x1 = _mm512_mask_blend_ps(m5, _mm512_permutex2var_ps(t4, ix, t5),
+                                                       _mm512_permutex2var_ps(t6, ix, t7));
+                const __m512 x2 = _mm512_mask_blend_ps(m5, _mm512_permutex2var_ps(t8, ix, t9),
+                                                       _mm512_permutex2var_ps(t10, ix, t11));
+                const __m512 x3 = _mm512_mask_blend_ps(m5, _mm512_permutex2var_ps(t12, ix, t13),
+                                                       _mm512_permutex2var_ps(t14, ix, t15));
+                const __m512 e = _mm512_mask_blend_ps(m7, _mm512_mask_blend_ps(m6, x0, x1),
+                                                      _mm512_mask_blend_ps(m6, x2, x3));
+                _mm512_storeu_ps(y + g, _mm512_add_ps(_mm512_loadu_ps(y + g), e));
+            }
+        }
+    }
+    for (int64_t g = a0; g < a1; g += 16)
+        _mm512_storeu_ps(y + g, _mm512_mul_ps(_mm512_loadu_ps(scale + g), _mm512_loadu_ps(y + g)));
+}
+
 }  // namespace
 
-// The VQ products are the scalar kernels: block-major lookups from L1 are
-// exact and as fast as gathers, so every backend shares them.
+// The VQ4P product is the scalar kernel (gathers were no faster).
 const Kernels *kernels_avx512() {
     static const Kernels k = {
         "avx512",
         {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
         dot_f32,
         vq_table,
-        kernels_scalar().vq_gemv_u8,
+        vq_gemv_u8,
         kernels_scalar().vq_gemv_p6,
     };
     return &k;
