@@ -31,12 +31,13 @@ trap 'rm -rf "$OUT"' EXIT
 echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD 2>/dev/null || echo '?')$(git diff --quiet 2>/dev/null || echo '+dirty')"
 echo "# $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GB; load $(cut -d' ' -f1-3 /proc/loadavg)"
 
-# The disk: three expert banks read sequentially, cold.
-BANKS=$(ls "$MODEL"/experts-L*.bin | head -3)
+# The disk: two expert banks read one request at a time, then two others as
+# two parallel streams, cold; the floor uses the faster rate.
+BANKS=$(ls "$MODEL"/experts-L*.bin | head -4)
 PAGE=$(drop)
 "$BIN" --disk $BANKS > "$OUT/disk.json"
 DISK=$(sed -E 's/.*"disk_gbps":([0-9.]+).*/\1/' "$OUT/disk.json")
-echo "# sequential O_DIRECT read: $DISK GB/s (page cache $PAGE)"
+echo "# sequential O_DIRECT read: $DISK GB/s, the faster of $(sed -E 's/.*"disk_serial_gbps":([0-9.]+).*/\1/' "$OUT/disk.json") (one request at a time) and $(sed -E 's/.*"disk_parallel_gbps":([0-9.]+).*/\1/' "$OUT/disk.json") (two streams) (page cache $PAGE)"
 
 for B in $BUDGETS; do
     PAGE=$(drop)
@@ -51,7 +52,7 @@ done
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])] if len(sys.argv) > 1 else []
 disk = float(sys.argv[2]) * 1e9
-hdr = ("budget", "cache", "decode tok/s", "hit rate", "MB read/token", "I/O floor s/tok",
+hdr = ("budget", "cache", "decode tok/s", "hit rate", "MB read/token", "reads GB/s", "I/O floor s/tok",
        "compute s/tok", "measured s/tok", "vs I/O floor", "vs max floor", "peak RSS", "RSS/budget")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
@@ -63,8 +64,9 @@ for r in rows:
     hits, misses = r["hits"], r["misses"]
     rate = hits / (hits + misses) if hits + misses else 0.0
     rss = r["vm_hwm_kb"] * 1024
-    print("| %s | %.2f GB | %.2f | %.1f %% | %.0f | %.3f | %.3f | %.3f | %.2fx | %.2fx | %.2f GB | %.2f |" % (
+    print("| %s | %.2f GB | %.2f | %.1f %% | %.0f | %.2f | %.3f | %.3f | %.3f | %.2fx | %.2fx | %.2f GB | %.2f |" % (
         r["label"], r["cache_bytes"] / 1e9, r["decode_tps"], 100 * rate, r["bytes_per_token"] / 1e6,
+        r["bytes_read"] / r["decode_s"] / 1e9,
         io_floor, comp, s_tok, s_tok / io_floor if io_floor > 0 else float("inf"),
         s_tok / max(io_floor, comp), rss / 1e9, rss / r["budget"]))
 print()
