@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "eval/safetensors.h"
+#include "eval/torch_f32.h"
 
 namespace sluice::kld {
 
@@ -49,7 +50,8 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
             RowMetrics m;
             int64_t col = 0;
             int side = 0;
-            Status st = score_row(xp + i * V, yp + i * V, V, sw.tokens[size_t(r + 1)], mode, o.want_js, &m, &col, &side);
+            Status st = score_row(xp + i * V, yp + i * V, V, sw.tokens[size_t(r + 1)], mode, o.want_js, &m, &col, &side,
+                                  FastIsa::automatic, o.torch_lanes);
             if (st) {
                 const float* row = (side ? yp : xp) + i * V;
                 const float bad = row[col];
@@ -131,6 +133,8 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     // (software fmaf: ~0.06 GB/s/core, slower than fp64's ~0.2), so fp64 it is.
     const bool no_simd = !fast_isa_available(FastIsa::avx2) && !fast_isa_available(FastIsa::avx512);
     if (o.precision == Precision::fast && no_simd) o.precision = Precision::fp64;
+    if (o.compat == Compat::festr2_v0 && !torchf32::lanes_supported(o.torch_lanes))
+        return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512), not " + std::to_string(o.torch_lanes));
     std::vector<int> pos;
     KLD_TRY(select_windows(s, o.sel, &pos));
     const int64_t V = ref.vocab();
@@ -294,10 +298,12 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
 
     json sl;
     sl["compat"] = compat ? "festr2-v0" : "none";
-    sl["numerics"] = compat ? "fp32 log-softmax and sums (festr2 v0), no clamping"
+    sl["numerics"] = compat ? "torch float32 CPU arithmetic (festr2 v0): log_softmax, exp, logaddexp and sum(-1) in "
+                              "torch's order, no clamping"
                      : fast ? "fast: fp32 exp/log1p, fp64 sums in 16 fixed lanes, clamp [-1e-6, 0) to 0"
                             : "fp64, fixed 8-lane blocked sums, clamp [-1e-12, 0) to 0";
     sl["precision"] = compat ? "festr2-v0" : fast ? "fast" : "fp64";
+    if (compat) sl["torch_lanes"] = o.torch_lanes;  // 8: torch AVX2 capability, 16: AVX-512
     // The ISA changes speed only: scalar, AVX2 and AVX-512 rows are bit-identical.
     if (fast && !compat) sl["kernel"] = fast_isa_name(fast_isa());
     if (opt.precision == Precision::fast && !fast && !compat)

@@ -23,6 +23,10 @@ struct CompareOptions {
     uint64_t seed = 1;
     Compat compat = Compat::none;
     Precision precision = Precision::fast;
+    // festr2-v0 only: the Vectorized<float> width of the torch whose float32
+    // arithmetic is reproduced (8: AVX2, torch's x86-64 default; 16: AVX-512,
+    // e.g. ATEN_CPU_CAPABILITY=avx512). `--torch-lanes`.
+    int torch_lanes = 8;
     int threads = 1;
     bool want_js = true;
     bool finite_only = false;      // drop +inf KL tokens from the statistics

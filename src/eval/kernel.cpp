@@ -1,11 +1,13 @@
 #include "eval/kernel.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
 #include "eval/kernel_fast.h"
 #include "eval/npstats.h"
+#include "eval/torch_f32.h"
 
 namespace sluice::kld {
 
@@ -156,46 +158,35 @@ Status score_fast(const float* x, const float* y, int64_t V, int32_t tok, bool w
     return {};
 }
 
-// festr2 v0 (§4.2): float32 log_softmax (max-subtracted), float32 sums,
-// logaddexp mixture, no clamping, first-index argmax on raw logits.
+// festr2 v0 (§4.2): torch's float32 CPU arithmetic, reproduced in its
+// reduction order (eval/torch_f32.h): log_softmax, exp, logaddexp mixture and
+// sum(-1) as torch computes them with `lanes`-wide vectors; no clamping;
+// first-index argmax on raw logits. The |x - y| statistics are sluice's own.
 Status score_festr2(const float* x, const float* y, int64_t V, int32_t tok, bool want_js, RowMetrics* o,
-                    int64_t* bad, int* side) {
+                    int64_t* bad, int* side, int lanes) {
     RowHead hx, hy;
     if (Status st = head_fp64(x, V, &hx, bad); st) { *side = 0; return st; }
     if (Status st = head_fp64(y, V, &hy, bad); st) { *side = 1; return st; }
+    if (!torchf32::lanes_supported(lanes)) return err(Code::usage, "torch lanes: 8 or 16");
     thread_local std::vector<float> ta, tb, tk, tj1, tj2, tae;
-    ta.resize(size_t(V)); tb.resize(size_t(V)); tk.resize(size_t(V)); tae.resize(size_t(V));
-    for (int64_t v = 0; v < V; ++v) {
-        ta[size_t(v)] = std::exp(x[v] - hx.max);
-        tb[size_t(v)] = std::exp(y[v] - hy.max);
-    }
-    const float lx = std::log(np_pairwise_sum_f32(ta.data(), size_t(V)));
-    const float ly = std::log(np_pairwise_sum_f32(tb.data(), size_t(V)));
-    for (int64_t v = 0; v < V; ++v) {
-        ta[size_t(v)] = (x[v] - hx.max) - lx;
-        tb[size_t(v)] = (y[v] - hy.max) - ly;
-        tk[size_t(v)] = std::exp(ta[size_t(v)]) * (ta[size_t(v)] - tb[size_t(v)]);
-        tae[size_t(v)] = std::fabs(x[v] - y[v]);
-    }
-    o->kl = double(np_pairwise_sum_f32(tk.data(), size_t(V)));
+    const size_t n = size_t(V);
+    ta.resize(n); tb.resize(n); tk.resize(n); tae.resize(n);
+    torchf32::log_softmax(x, V, hx.max, lanes, ta.data());  // a = log_softmax(x)
+    torchf32::log_softmax(y, V, hy.max, lanes, tb.data());  // b = log_softmax(y)
+    if (want_js) { tj1.resize(n); tj2.resize(n); }
+    torchf32::divergence_terms(ta.data(), tb.data(), V, tk.data(), want_js ? tj1.data() : nullptr,
+                               want_js ? tj2.data() : nullptr);
+    for (size_t v = 0; v < n; ++v) tae[v] = std::fabs(x[v] - y[v]);
+    o->kl = double(torchf32::sum(tk.data(), V, lanes));
     o->js = 0;
     if (want_js) {
-        tj1.resize(size_t(V)); tj2.resize(size_t(V));
-        const float ln2f = float(kLn2);
-        for (int64_t v = 0; v < V; ++v) {
-            const float a = ta[size_t(v)], b = tb[size_t(v)];
-            const float mx = std::max(a, b);
-            const float lm = (mx + std::log1p(std::exp(-std::fabs(a - b)))) - ln2f;
-            tj1[size_t(v)] = std::exp(a) * (a - lm);
-            tj2[size_t(v)] = std::exp(b) * (b - lm);
-        }
-        const float s1 = np_pairwise_sum_f32(tj1.data(), size_t(V));
-        const float s2 = np_pairwise_sum_f32(tj2.data(), size_t(V));
+        const float s1 = torchf32::sum(tj1.data(), V, lanes);
+        const float s2 = torchf32::sum(tj2.data(), V, lanes);
         o->js = double(0.5f * s1 + 0.5f * s2);
     }
     float aemax = 0;
-    for (int64_t v = 0; v < V; ++v) aemax = std::max(aemax, tae[size_t(v)]);
-    o->abs_err_mean = double(np_pairwise_sum_f32(tae.data(), size_t(V))) / double(V);
+    for (size_t v = 0; v < n; ++v) aemax = std::max(aemax, tae[v]);
+    o->abs_err_mean = double(np_pairwise_sum_f32(tae.data(), n)) / double(V);
     o->abs_err_max = aemax;
     o->top1_ref = int32_t(hx.argmax);
     o->top1_cand = int32_t(hy.argmax);
@@ -215,9 +206,9 @@ Status score_festr2(const float* x, const float* y, int64_t V, int32_t tok, bool
 }  // namespace
 
 Status score_row(const float* x, const float* y, int64_t V, int32_t tok, Numerics mode, bool want_js,
-                 RowMetrics* out, int64_t* bad_col, int* bad_side, FastIsa isa) {
+                 RowMetrics* out, int64_t* bad_col, int* bad_side, FastIsa isa, int torch_lanes) {
     *out = RowMetrics{};
-    if (mode == Numerics::festr2_v0) return score_festr2(x, y, V, tok, want_js, out, bad_col, bad_side);
+    if (mode == Numerics::festr2_v0) return score_festr2(x, y, V, tok, want_js, out, bad_col, bad_side, torch_lanes);
     if (mode == Numerics::fast) return score_fast(x, y, V, tok, want_js, out, bad_col, bad_side, isa);
     return score_fp64(x, y, V, tok, want_js, out, bad_col, bad_side);
 }

@@ -5,7 +5,9 @@
 //    AVX2, AVX-512 and the scalar form give bit-identical rows (§7.4 limits
 //    against fp64: per-token KL 2e-7 + 1e-5 relative, mean KL 1e-8);
 //  - fp64: the scalar fp64 reference (`--precision fp64`, arbitration);
-//  - festr2_v0: everything in fp32 as the festr2 comparator does.
+//  - festr2_v0: torch's float32 CPU arithmetic as the festr2 comparator runs
+//    it (log_softmax, exp, logaddexp, sum(-1) in torch's own order, with
+//    8-lane AVX2 or 16-lane AVX-512 vectors; eval/torch_f32.h).
 #pragma once
 
 #include <cstdint>
@@ -40,8 +42,10 @@ struct RowMetrics {
 // *bad_col set and *bad_side 0 (reference) or 1 (candidate). A reference
 // entry that is finite where the candidate's is -inf makes KL +inf (p > 0
 // in exact arithmetic, whether or not exp underflows). `isa` applies to
-// Numerics::fast only.
+// Numerics::fast only; `torch_lanes` (8 or 16: the Vectorized<float> width of
+// the torch whose arithmetic is reproduced) to Numerics::festr2_v0 only.
 Status score_row(const float* x, const float* y, int64_t V, int32_t tok, Numerics mode, bool want_js,
-                 RowMetrics* out, int64_t* bad_col, int* bad_side, FastIsa isa = FastIsa::automatic);
+                 RowMetrics* out, int64_t* bad_col, int* bad_side, FastIsa isa = FastIsa::automatic,
+                 int torch_lanes = 8);
 
 }  // namespace sluice::kld

@@ -20,8 +20,9 @@ const char* kUsage =
     "  inspect      FILE...\n"
     "  capture      --model CONTAINER --suite SUITE --out DIR [SEL] [--align 8|4096] [--chunk N] [--run-name NAME]\n"
     "  compare      --suite SUITE --reference REF (--candidate CAND | --model CONTAINER) [SEL]\n"
-    "               [--compat festr2-v0|none] [--bootstrap-samples N] [--seed S] [--threads N] [--json OUT]\n"
-    "               [--tokens OUT.safetensors] [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
+    "               [--compat festr2-v0|none] [--torch-lanes 8|16] [--bootstrap-samples N] [--seed S]\n"
+    "               [--threads N] [--json OUT] [--tokens OUT.safetensors]\n"
+    "               [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
     "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
     "               [--precision fast|fp64] [--io direct|buffered] [--read-chunk BYTES]\n"
     "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
@@ -132,6 +133,11 @@ Status compare_opts(const Args& a, CompareOptions* o) {
     const std::string c = a.get("--compat", "none");
     if (c == "festr2-v0") o->compat = Compat::festr2_v0;
     else if (c != "none") return err(Code::usage, "--compat: '" + c + "' is not implemented (festr2-v0 or none)");
+    KLD_TRY(to_int64(a, "--torch-lanes", 8, &v));
+    if (v != 8 && v != 16) return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512)");
+    if (a.has("--torch-lanes") && o->compat != Compat::festr2_v0)
+        return err(Code::usage, "--torch-lanes applies to --compat festr2-v0 only");
+    o->torch_lanes = int(v);
     o->llamacpp_block = a.has("--llamacpp-block");
     const std::string lp = a.get("--llamacpp-positions", "all");
     if (lp != "all" && lp != "second-half") return err(Code::usage, "--llamacpp-positions: all or second-half");

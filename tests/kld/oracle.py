@@ -8,7 +8,8 @@ test and prints JSON on stdout.
   summ VEC_F64                 festr2 stats(): mean, median, p95, p99, max
   kl REF_F32 CAND_F32 R V TOKS_I32   per-row KL/JS/NLL in fp64 (§7.4) and fp32 (§4.2)
   kldenc LOGITS_F32 R V        llama.cpp .kld row encoding (§6.3), hex
-  torchkl REF_F32 CAND_F32 R V festr2 v0's own torch float32 arithmetic (§4.2)
+  torchkl REF_F32 CAND_F32 R V [CAP]  festr2 v0's own torch float32 arithmetic (§4.2);
+                               CAP sets ATEN_CPU_CAPABILITY (e.g. avx512) before torch loads
 """
 import json
 import sys
@@ -119,10 +120,14 @@ def cmd_kldenc(path, r, v):
     return {"hex": rows.tobytes().hex()}
 
 
-def cmd_torchkl(rp, cp, r, v):
+def cmd_torchkl(rp, cp, r, v, cap=None):
     import math
+    import os
 
+    if cap:
+        os.environ["ATEN_CPU_CAPABILITY"] = cap
     import torch
+    used = torch.__config__.show().split("CPU capability usage:")[1].split("\n")[0].strip()
     x = torch.from_numpy(np.fromfile(rp, dtype="<f4").reshape(r, v))
     y = torch.from_numpy(np.fromfile(cp, dtype="<f4").reshape(r, v))
     a = torch.log_softmax(x.float(), dim=-1)
@@ -132,7 +137,8 @@ def cmd_torchkl(rp, cp, r, v):
     lm = torch.logaddexp(a, b) - math.log(2.0)
     js = (0.5 * (p * (a - lm)).sum(dim=-1) + 0.5 * (q * (b - lm)).sum(dim=-1)).double()
     top = (torch.argmax(x, dim=-1) == torch.argmax(y, dim=-1))
-    return {"kl": kl.tolist(), "js": js.tolist(), "top1": [int(t) for t in top.tolist()]}
+    return {"kl": kl.tolist(), "js": js.tolist(), "top1": [int(t) for t in top.tolist()], "capability": used,
+            "torch": torch.__version__}
 
 
 def main():
@@ -146,7 +152,7 @@ def main():
     elif a[0] == "kl":
         r = cmd_kl(a[1], a[2], int(a[3]), int(a[4]), a[5])
     elif a[0] == "torchkl":
-        r = cmd_torchkl(a[1], a[2], int(a[3]), int(a[4]))
+        r = cmd_torchkl(a[1], a[2], int(a[3]), int(a[4]), a[5] if len(a) > 5 else None)
     elif a[0] == "kldenc":
         r = cmd_kldenc(a[1], int(a[2]), int(a[3]))
     else:
