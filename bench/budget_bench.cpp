@@ -5,7 +5,7 @@
 // process's peak RSS. bench/budget_sweep.sh runs it once per budget in a
 // fresh process with the page cache dropped, next to a sequential O_DIRECT
 // read of the same disk, and prints the table with the I/O floor.
-//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1]
+//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N]
 //   build/bench/bench_budget --disk FILE... (sequential O_DIRECT GB/s, serial and parallel)
 #include <fcntl.h>
 #include <unistd.h>
@@ -113,7 +113,7 @@ int disk(int n, char **files) {
 int main(int argc, char **argv) {
     if (argc > 2 && std::string(argv[1]) == "--disk") return disk(argc - 2, argv + 2);
     if (argc < 3) {
-        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1]\n"
+        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N]\n"
                              "       bench_budget --disk FILE...\n");
         return 2;
     }
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_budget: bad budget '%s'\n", argv[2]);
         return 2;
     }
-    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0;
+    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0, chunk = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const int v = std::atoi(argv[i + 1]);
@@ -131,6 +131,7 @@ int main(int argc, char **argv) {
         else if (a == "--prompt") n_prompt = v;
         else if (a == "--gen") n_gen = v;
         else if (a == "--no-lookahead") no_lookahead = v;
+        else if (a == "--chunk") chunk = v;
         else {
             std::fprintf(stderr, "bench_budget: unknown option %s\n", argv[i]);
             return 2;
@@ -141,6 +142,7 @@ int main(int argc, char **argv) {
     cfg.n_threads = threads;
     cfg.budget_bytes = budget;
     cfg.no_lookahead = no_lookahead;
+    cfg.prefill_chunk = chunk;
     cfg.no_hotlist = 1;  // a cold cache: the sweep measures streaming, not a warmed hotlist
     sluice_ctx *ctx = nullptr;
     const double t_open = now();
@@ -154,6 +156,8 @@ int main(int argc, char **argv) {
     std::vector<int32_t> prompt((size_t)n_prompt);
     for (int i = 0; i < n_prompt; i++) prompt[(size_t)i] = (int32_t)(((int64_t)i * 7919 + 101) % V);
     std::vector<float> lg((size_t)V);
+    sluice_stats p0, p1;
+    sluice_stats_get(ctx, &p0);
     const double t0 = now();
     if (sluice_eval(ctx, prompt.data(), prompt.size(), lg.data()) != SLUICE_OK) {
         std::fprintf(stderr, "bench_budget: %s\n", sluice_last_error(ctx));
@@ -162,6 +166,7 @@ int main(int argc, char **argv) {
     const double t1 = now();
     sluice_stats s0, s1;
     sluice_stats_get(ctx, &s0);
+    p1 = s0;
     for (int i = 0; i < n_gen; i++) {
         int32_t t = (int32_t)(std::max_element(lg.begin(), lg.end()) - lg.begin());
         if (sluice_eval(ctx, &t, 1, lg.data()) != SLUICE_OK) {
@@ -183,13 +188,18 @@ int main(int argc, char **argv) {
                 "\"open_s\":%.3f,\"prefill_s\":%.3f,\"decode_s\":%.3f,\"decode_tps\":%.4f,"
                 "\"hits\":%llu,\"misses\":%llu,\"reads\":%llu,\"bytes_read\":%llu,\"bytes_per_token\":%.0f,"
                 "\"io_wait_s\":%.3f,\"compute_s\":%.3f,\"record_bytes\":%llu,\"direct_io\":%d,"
-                "\"prefetched\":%llu,\"prefetch_used\":%llu,\"lookahead\":%d,\"vm_hwm_kb\":%ld}\n",
+                "\"prefill_fetches\":%llu,\"prefill_reads\":%llu,\"prefill_bytes\":%llu,\"chunk\":%d,\"prefetched\":%llu,\"prefetch_used\":%llu,\"lookahead\":%d,\"pool_fallbacks\":%llu,\"vm_hwm_kb\":%ld}\n",
                 (unsigned long long)budget, (unsigned long long)plan.cache, (unsigned long long)plan.floor, threads,
                 n_prompt, n_gen, open_s, t1 - t0, dec, n_gen / dec, (unsigned long long)hits,
                 (unsigned long long)misses, (unsigned long long)reads, (unsigned long long)bytes,
                 (double)bytes / n_gen, io_wait, dec - io_wait, (unsigned long long)plan.record_bytes, s1.direct_io,
+                (unsigned long long)(p1.expert_cache_hits + p1.expert_cache_misses - p0.expert_cache_hits -
+                                     p0.expert_cache_misses),
+                (unsigned long long)(p1.expert_reads - p0.expert_reads),
+                (unsigned long long)(p1.expert_bytes_read - p0.expert_bytes_read), chunk,
                 (unsigned long long)(s1.experts_prefetched - s0.experts_prefetched),
-                (unsigned long long)(s1.experts_prefetch_used - s0.experts_prefetch_used), !no_lookahead, vm_kb("VmHWM:"));
+                (unsigned long long)(s1.experts_prefetch_used - s0.experts_prefetch_used), !no_lookahead,
+                (unsigned long long)s1.pool_fallbacks, vm_kb("VmHWM:"));
     sluice_close(ctx);
     return 0;
 }

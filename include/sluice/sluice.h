@@ -252,6 +252,8 @@ typedef struct sluice_stats {
     uint64_t cache_bytes;       /* cache capacity */
     uint64_t cache_bytes_used;
     int32_t direct_io;          /* 1 if reads use O_DIRECT, 0 if the filesystem refused it */
+    uint64_t pool_fallbacks;    /* reads that found every pre-faulted record buffer taken and
+                                   mapped a fresh one (memory beyond the plan while it lives) */
 } sluice_stats;
 sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 

@@ -251,6 +251,7 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->cache_bytes = ctx->engine.memory_plan().cache;
     out->cache_bytes_used = ss.cache_bytes_used;
     out->direct_io = ss.direct_io ? 1 : 0;
+    out->pool_fallbacks = ss.pool_fallbacks;
     return SLUICE_OK;
 }
 

@@ -124,6 +124,9 @@ private:
     std::vector<float> rope_freq_;
     float mla_scale_ = 1.0f;
     std::vector<Vq4pEntry> vq4p_near_;
+    struct MoeScratch {
+        std::vector<float> tg, tu, yexp;  // gate/up tables per token; expert outputs
+    } moe_scratch_;
     std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
 
     // Session state.

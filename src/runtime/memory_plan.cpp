@@ -84,14 +84,16 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     p.working_set = (uint64_t)n_moe * (uint64_t)c.top_k * p.record;
     // Scratch: per-chunk activations (a generous 16 vectors of the widest
     // projection per token), gate/up VQ tables per token of a chunk, the
-    // logits, and a fixed allowance for code, libraries and allocator slack.
+    // logits, and a fixed allowance for code, libraries and allocator slack:
+    // 128 MiB, because at --chunk 1 on the 48B-shaped container 64 MiB let
+    // peak RSS reach 1.015x of a 2 GiB budget (2026-12-03, bench_budget).
     const uint64_t widest = (uint64_t)std::max<int64_t>(
         {c.hidden, (int64_t)c.kda_heads * c.kda_dim, (int64_t)c.n_heads * (c.d_nope + c.d_rope + c.d_v), c.inter,
          (int64_t)c.shared_width(), c.n_experts});
     const uint64_t nv_in = (uint64_t)c.expert_in() / 8;
     const uint64_t tables = 2ull * nv_in * (uint64_t)m.eq.stages * 256 * 4;
     p.scratch = (uint64_t)chunk * (16 * widest * 4 + tables) + (uint64_t)c.vocab * 4 * (uint64_t)chunk +
-                (64ull << 20);
+                (128ull << 20);
     p.floor = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache;
     p.ram_limit = ram_limit_bytes(cgroup_root, proc_cgroup, &p.ram_source);
 
