@@ -5,7 +5,7 @@
 // process's peak RSS. bench/budget_sweep.sh runs it once per budget in a
 // fresh process with the page cache dropped, next to a sequential O_DIRECT
 // read of the same disk, and prints the table with the I/O floor.
-//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N]
+//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N] [--io-threads N]
 //   build/bench/bench_budget --disk FILE... (sequential O_DIRECT GB/s, serial and parallel)
 #include <fcntl.h>
 #include <unistd.h>
@@ -113,7 +113,7 @@ int disk(int n, char **files) {
 int main(int argc, char **argv) {
     if (argc > 2 && std::string(argv[1]) == "--disk") return disk(argc - 2, argv + 2);
     if (argc < 3) {
-        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N]\n"
+        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N] [--io-threads N]\n"
                              "       bench_budget --disk FILE...\n");
         return 2;
     }
@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_budget: bad budget '%s'\n", argv[2]);
         return 2;
     }
-    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0, chunk = 0;
+    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0, chunk = 0, io_threads = 0;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const int v = std::atoi(argv[i + 1]);
@@ -132,6 +132,7 @@ int main(int argc, char **argv) {
         else if (a == "--gen") n_gen = v;
         else if (a == "--no-lookahead") no_lookahead = v;
         else if (a == "--chunk") chunk = v;
+        else if (a == "--io-threads") io_threads = v;
         else {
             std::fprintf(stderr, "bench_budget: unknown option %s\n", argv[i]);
             return 2;
@@ -143,6 +144,7 @@ int main(int argc, char **argv) {
     cfg.budget_bytes = budget;
     cfg.no_lookahead = no_lookahead;
     cfg.prefill_chunk = chunk;
+    cfg.io_threads = io_threads;
     cfg.no_hotlist = 1;  // a cold cache: the sweep measures streaming, not a warmed hotlist
     sluice_ctx *ctx = nullptr;
     const double t_open = now();
