@@ -1,6 +1,7 @@
 // `sluice kld ...`: the KLD suite (src/eval) wired to the engine and the
 // tokenizer through the public C API only.
 #include <iostream>
+#include <unistd.h>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,7 @@ int run_kld(int argc, char **argv) {
         };
         return kld::Status::Ok();
     };
+    hooks.err_is_tty = ::isatty(STDERR_FILENO) != 0;
     return kld::main_kld(argc, argv, std::cout, std::cerr, hooks);
 }
 

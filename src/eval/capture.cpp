@@ -39,7 +39,7 @@ Status revalidate(const std::string& path, int64_t rows, int64_t V, const std::s
 }
 
 Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const std::string& path, int64_t V,
-                    const CaptureOptions& opt, bool k3, std::string* sha_out, uint64_t* size_out) {
+                    const CaptureOptions& opt, bool k3, ProgressTicker* prog, std::string* sha_out, uint64_t* size_out) {
     const int64_t rows = s.context_length - 1;
     std::map<std::string, std::string> meta = e->extra_metadata();
     meta["format"] = k3 ? "kimi-k3-kld-reference-v1" : "sluice-kld-logits-v1";
@@ -91,6 +91,8 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
                                                      " column " + std::to_string(i % V) + ": engine produced " +
                                                      (std::isnan(buf[size_t(i)]) ? "NaN" : "+inf")));
         if (Status st = put(buf.data(), size_t(n * V) * 4); st) return fail(st);
+        prog->add_rows(n);
+        prog->add_bytes(uint64_t(n * V) * 4);
     }
     if (::fsync(fd) != 0) return fail(err(Code::io, tmp + ": fsync failed"));
     ::close(fd);
@@ -129,6 +131,8 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
         for (const auto& w : old["windows"]) recs[w["window_index"].get<int>()] = w;
     }
     const int64_t rows = s.context_length - 1;
+    ProgressTicker prog(opt.progress, "capture", "written", int64_t(positions.size()), int64_t(positions.size()) * rows,
+                        opt.progress_interval_s);
     for (int p : positions) {
         const SuiteWindow& w = s.windows[size_t(p)];
         const std::string fname = logits_name(w.index), path = join_path(out_dir, fname);
@@ -136,11 +140,13 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
         if (it != recs.end() && it->second.value("token_ids_json_sha256", "") == w.token_hash &&
             revalidate(path, rows, V, w.token_hash, it->second.value("sha256", ""), nullptr).ok()) {
             rep->skipped.push_back(w.index);
+            prog.window_skipped(rows);
             continue;
         }
         std::string sha;
         uint64_t size = 0;
-        KLD_TRY(write_window(e, s, w, path, V, opt, k3, &sha, &size));
+        KLD_TRY(write_window(e, s, w, path, V, opt, k3, &prog, &sha, &size));
+        prog.window_done();
         json r;
         r["window_index"] = w.index;
         r["domain"] = w.domain;
@@ -184,6 +190,7 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
         m["runtime"] = rt;
         KLD_TRY(write_file_atomic(mpath, dump_py(m, true)));
     }
+    prog.stop(true);
     return {};
 }
 

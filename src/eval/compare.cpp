@@ -19,7 +19,7 @@ const double kInf = std::numeric_limits<double>::infinity();
 
 // Scores one window into its slot. Any error names window/row/column.
 Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const CompareOptions& o, int64_t V,
-                    WindowResult* w) {
+                    WindowResult* w, ProgressTicker* prog) {
     const SuiteWindow& sw = s.windows[size_t(pos)];
     const int64_t R = s.context_length - 1;
     w->window_index = sw.index;
@@ -75,9 +75,14 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
         rs->consume(n);
         cs->consume(n);
         r0 += n;
+        if (prog->active()) {
+            prog->add_rows(n);
+            prog->add_bytes(uint64_t(n) * (rs->bytes_per_row() + cs->bytes_per_row()));
+        }
     }
     KLD_TRY(rs->finish());
     KLD_TRY(cs->finish());
+    prog->window_done();
     return {};
 }
 
@@ -161,13 +166,15 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
 
     std::vector<WindowResult> res(pos.size());
     std::vector<Status> errs(pos.size());
+    ProgressTicker prog(o.progress, "compare", "read", int64_t(pos.size()), int64_t(pos.size()) * R,
+                        o.progress_interval_s);
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
     auto worker = [&]() {
         for (;;) {
             size_t i = next.fetch_add(1);
             if (i >= pos.size() || stop.load()) return;
-            errs[i] = score_window(s, ref, cand, pos[i], o, V, &res[i]);
+            errs[i] = score_window(s, ref, cand, pos[i], o, V, &res[i], &prog);
             // An integrity (hash) failure is reported after the pass; anything else stops the run.
             if (!errs[i].ok() && errs[i].code != Code::identity) stop = true;
         }
@@ -176,6 +183,7 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
+    prog.stop(std::all_of(errs.begin(), errs.end(), [](const Status& e) { return e.ok(); }));
     Status hash_err;
     for (size_t i = 0; i < pos.size(); ++i) {  // lowest window first: deterministic error choice
         if (errs[i].ok()) continue;

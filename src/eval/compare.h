@@ -8,6 +8,7 @@
 #include "eval/kld_common.h"
 #include "eval/npstats.h"
 #include "eval/operand.h"
+#include "eval/progress.h"
 #include "eval/suite.h"
 
 namespace sluice::kld {
@@ -36,6 +37,10 @@ struct CompareOptions {
     std::string noise_receipt;     // path of a `kld noise` receipt, optional
     int64_t max_ram = int64_t(1) << 30;
     bool keep_tokens = true;       // keep per-token vectors in the result
+    // Called from a ticker thread every progress_interval_s while the pass
+    // runs, and once at the end; never changes a result (KLD.md §7 Scale).
+    ProgressFn progress;
+    double progress_interval_s = 0.25;
 };
 
 // Per-token vectors of one window, in row order.

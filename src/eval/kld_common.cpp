@@ -264,6 +264,56 @@ Status parse_json(const std::string& text, const std::string& what, json* out) {
     return {};
 }
 
+namespace {
+const char* const kPyLiterals[3][2] = {{"-Infinity", "\x01-inf"}, {"Infinity", "\x01+inf"}, {"NaN", "\x01nan"}};
+
+void restore_py_literals(json& j) {
+    if (j.is_structured()) {
+        for (auto& v : j) restore_py_literals(v);
+    } else if (j.is_string()) {
+        const std::string& s = j.get_ref<const std::string&>();
+        if (s == kPyLiterals[0][1]) j = -INFINITY;
+        else if (s == kPyLiterals[1][1]) j = INFINITY;
+        else if (s == kPyLiterals[2][1]) j = NAN;
+    }
+}
+}  // namespace
+
+Status parse_json_py(const std::string& text, const std::string& what, json* out) {
+    std::string t;
+    t.reserve(text.size());
+    bool in_str = false, esc = false, any = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (in_str) {
+            t += c;
+            if (esc) esc = false;
+            else if (c == '\\') esc = true;
+            else if (c == '"') in_str = false;
+            continue;
+        }
+        if (c == '"') {
+            in_str = true;
+            t += c;
+            continue;
+        }
+        bool lit = false;
+        for (const auto& l : kPyLiterals) {
+            const size_t n = std::strlen(l[0]);
+            if (text.compare(i, n, l[0]) == 0) {  // a placeholder string, restored below
+                t += "\"\\u0001" + std::string(l[1] + 1) + "\"";
+                i += n - 1;
+                lit = any = true;
+                break;
+            }
+        }
+        if (!lit) t += c;
+    }
+    KLD_TRY(parse_json(t, what, out));
+    if (any) restore_py_literals(*out);
+    return {};
+}
+
 Status parse_window_list(const std::string& spec, int count, std::vector<int>* out) {
     std::set<int> s;
     size_t i = 0;

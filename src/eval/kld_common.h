@@ -81,6 +81,10 @@ std::string dump_py(const json& j, bool ascii = true);
 // Compact Python json.dumps(obj, separators=(",",":")) of an int array.
 std::string compact_int_array(const std::vector<int32_t>& ids);
 Status parse_json(const std::string& text, const std::string& what, json* out);
+// The same, also accepting the Infinity / -Infinity / NaN literals that
+// Python's json (and dump_py) write for non-finite floats: a receipt whose
+// mean KL is +inf is still a receipt.
+Status parse_json_py(const std::string& text, const std::string& what, json* out);
 
 // ---- window selection -------------------------------------------------
 // "0-7,16,24" → sorted unique indices, each < count.

@@ -1,11 +1,14 @@
 #include "eval/kld_main.h"
 
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <vector>
 
 #include "eval/compare.h"
 #include "eval/llamakld.h"
+#include "eval/progress.h"
+#include "eval/report.h"
 #include "eval/safetensors.h"
 
 namespace sluice::kld {
@@ -19,17 +22,24 @@ const char* kUsage =
     "  suite verify SUITE [--expect-suite-hash HEX] [--vocab V]\n"
     "  inspect      FILE...\n"
     "  capture      --model CONTAINER --suite SUITE --out DIR [SEL] [--align 8|4096] [--chunk N] [--run-name NAME]\n"
+    "               [--progress | --no-progress]\n"
     "  compare      --suite SUITE --reference REF (--candidate CAND | --model CONTAINER) [SEL]\n"
     "               [--compat festr2-v0|none] [--torch-lanes 8|16] [--bootstrap-samples N] [--seed S]\n"
     "               [--threads N] [--json OUT] [--tokens OUT.safetensors]\n"
     "               [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
     "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
     "               [--precision fast|fp64] [--io direct|buffered] [--read-chunk BYTES]\n"
+    "               [--progress | --no-progress]\n"
     "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
     "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
     "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
     "  noise        --suite SUITE --runs RUN1 RUN2 [RUN...] [--reference REF] [SEL] [--json OUT]\n"
     "  export-kld   --suite SUITE --reference REF --out BASE.kld [SEL]\n"
+    "  report       --receipts A.json [B.json ...] --out REPORT.html [--tokens A.safetensors|- ...]\n"
+    "               [--labels NAME ...] [--json OUT] [--title TEXT]\n"
+    "               [--hist-min 1e-8] [--hist-max 10] [--bins-per-decade 4]\n"
+    "progress (capture, compare): a bar on stderr when it is a terminal; --progress forces it\n"
+    "(plain lines when not a terminal), --no-progress turns it off. Never on stdout or in receipts.\n"
     "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n";
 
 // Flag parser: --name value, --flag, and positionals.
@@ -148,7 +158,39 @@ Status compare_opts(const Args& a, CompareOptions* o) {
     return {};
 }
 
-const std::vector<std::string> kFlags = {"--quick", "--llamacpp-block", "--finite-only", "--no-js"};
+const std::vector<std::string> kFlags = {"--quick", "--llamacpp-block", "--finite-only", "--no-js", "--progress",
+                                         "--no-progress"};
+
+Status to_double(const Args& a, const std::string& k, double def, double* out) {
+    std::string v = a.get(k);
+    if (v.empty()) { *out = def; return {}; }
+    try {
+        size_t n = 0;
+        *out = std::stod(v, &n);
+        if (n != v.size()) throw 1;
+    } catch (...) {
+        return err(Code::usage, k + ": not a number: '" + v + "'");
+    }
+    return {};
+}
+
+// The progress display (KLD.md §7 Scale): a bar redrawn in place on a
+// terminal (4 per second), whole lines (1 per second) when --progress is
+// forced onto a pipe or file. Only ever the err stream.
+Status progress_fn(const Args& a, const KldHooks& h, std::ostream& e, ProgressFn* fn, double* interval) {
+    if (a.has("--progress") && a.has("--no-progress")) return err(Code::usage, "give --progress or --no-progress, not both");
+    const bool on = a.has("--progress") || (h.err_is_tty && !a.has("--no-progress"));
+    if (!on) return {};
+    const bool tty = h.err_is_tty;
+    *interval = tty ? 0.25 : 1.0;
+    *fn = [&e, tty](const ProgressInfo& p) {
+        const std::string line = format_progress(p);
+        if (tty) e << "\r" << line << "\x1b[K" << (p.final ? "\n" : "");
+        else e << "progress: " << line << "\n";
+        e.flush();
+    };
+    return {};
+}
 
 int finish(const Status& st, std::ostream& e) {
     if (st.ok()) return 0;
@@ -270,6 +312,7 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
     std::unique_ptr<Operand> ref;
     KLD_TRY(open_operand(a, refp, verify, &ref));
     o.keep_tokens = a.has("--tokens");
+    KLD_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
     CompareResult r;
     Status st = run_compare(s, *ref, *cand, o, &r);
     for (auto& w : r.warnings) e << "warning: " << w << "\n";
@@ -280,6 +323,54 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
         if (st.ok() && a.has("--tokens")) KLD_TRY(write_token_sidecar(r, a.get("--tokens")));
     }
     return st;
+}
+
+Status cmd_report(const Args& a, std::ostream& out) {
+    if (!a.has("--receipts") || a.kv.at("--receipts").empty())
+        return err(Code::usage, "report needs --receipts A.json [B.json ...]");
+    if (a.get("--out").empty()) return err(Code::usage, "report needs --out REPORT.html");
+    if (!a.pos.empty()) return err(Code::usage, "report: unexpected argument '" + a.pos[0] + "'");
+    const auto& rs = a.kv.at("--receipts");
+    std::vector<std::string> toks, labels;
+    if (a.has("--tokens")) toks = a.kv.at("--tokens");
+    if (a.has("--labels")) labels = a.kv.at("--labels");
+    if (!toks.empty() && toks.size() != rs.size())
+        return err(Code::usage, "--tokens: " + std::to_string(toks.size()) + " sidecars for " + std::to_string(rs.size()) +
+                                    " receipts (one per receipt, in the same order; '-' for none)");
+    if (!labels.empty() && labels.size() != rs.size())
+        return err(Code::usage, "--labels: " + std::to_string(labels.size()) + " names for " + std::to_string(rs.size()) +
+                                    " receipts");
+    std::vector<ReportInput> in;
+    for (size_t i = 0; i < rs.size(); ++i) {
+        ReportInput x;
+        x.receipt = rs[i];
+        if (!toks.empty() && toks[i] != "-") x.tokens = toks[i];
+        if (!labels.empty()) x.label = labels[i];
+        in.push_back(x);
+    }
+    ReportOptions ro;
+    ro.title = a.get("--title");
+    KLD_TRY(to_double(a, "--hist-min", 1e-8, &ro.hist.lo));
+    KLD_TRY(to_double(a, "--hist-max", 10, &ro.hist.hi));
+    int64_t bpd;
+    KLD_TRY(to_int64(a, "--bins-per-decade", 4, &bpd));
+    if (bpd < 1 || bpd > 100) return err(Code::usage, "--bins-per-decade: 1 to 100");
+    ro.hist.bins_per_decade = int(bpd);
+    Report rep;
+    KLD_TRY(build_report(in, ro, &rep));
+    const std::string html = report_html(rep);
+    const std::string outp = a.get("--out");
+    KLD_TRY(write_file_atomic(outp, html));
+    if (a.has("--json")) {
+        Status st = write_file_atomic(a.get("--json"), dump_py(report_json(rep), true));
+        if (!st.ok()) {
+            std::remove(outp.c_str());  // all outputs or none
+            return st;
+        }
+    }
+    out << report_text(rep);
+    out << "report written to " << outp << "\n";
+    return {};
 }
 
 }  // namespace
@@ -299,7 +390,8 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
         if (st.code == Code::usage) e << kUsage;
         return finish(st, e);
     }
-    Args a = parse(argc, argv, 2, kFlags, {"--runs", "--receipts"});
+    Args a = cmd == "report" ? parse(argc, argv, 2, kFlags, {"--receipts", "--tokens", "--labels"})
+                             : parse(argc, argv, 2, kFlags, {"--runs", "--receipts"});
     if (!a.bad.empty()) return finish(err(Code::usage, a.bad), e);
     Status st;
     if (cmd == "inspect") {
@@ -325,6 +417,7 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             KLD_TRY(to_int64(a, "--chunk", 256, &v));
             co.chunk_rows = int(v);
             co.run_name = a.get("--run-name");
+            KLD_TRY(progress_fn(a, h, e, &co.progress, &co.progress_interval_s));
             KLD_TRY(to_int64(a, "--threads", 0, &v));
             std::unique_ptr<LogitsEngine> eng;
             KLD_TRY(h.open_engine(a.get("--model"), int(v), &eng));
@@ -392,6 +485,8 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             out << text;
             return write_receipt(a, r);
         }();
+    } else if (cmd == "report") {
+        st = cmd_report(a, out);
     } else if (cmd == "export-kld") {
         st = [&]() -> Status {
             if (!a.has("--suite") || !a.has("--reference") || !a.has("--out"))

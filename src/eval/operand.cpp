@@ -104,6 +104,7 @@ public:
     }
     Sha256Stream* row_hasher() override { return verify_ && t_.dt == DType::F32 ? &sha_ : nullptr; }
     void rows_hashed(int64_t k) override { pre_hashed_ += k; }
+    uint64_t bytes_per_row() const override { return t_.shape[1] * dtype_size(t_.dt); }
     void consume(int64_t k) override {
         if (t_.dt != DType::F32) return RowStream::consume(k);
         const uint64_t rb = t_.shape[1] * 4;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "eval/kld_common.h"
+#include "eval/progress.h"
 #include "eval/readahead.h"
 #include "eval/sha256.h"
 #include "eval/suite.h"
@@ -52,6 +53,9 @@ public:
     // rows_hashed(k), and consume() hashes only the rest.
     virtual Sha256Stream* row_hasher() { return nullptr; }
     virtual void rows_hashed(int64_t k) { (void)k; }
+    // Bytes one row occupies in the file it is read from (progress); 0 for
+    // rows that are computed, not read (an engine).
+    virtual uint64_t bytes_per_row() const { return 0; }
 
 private:
     std::vector<float> pbuf_;
@@ -96,6 +100,8 @@ struct CaptureOptions {
     size_t align = 8;       // 8 or 4096 (§2.5)
     int chunk_rows = 256;   // tokens per eval call
     std::string run_name;   // recorded in the manifest runtime block
+    ProgressFn progress;    // see CompareOptions::progress
+    double progress_interval_s = 0.25;
 };
 
 struct CaptureReport {
