@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <string>
+#include <type_traits>
 #include <vector>
 
 #include "eval/compare.h"
@@ -75,18 +77,23 @@ Args parse(int argc, char** argv, int from, const std::vector<std::string>& flag
     return a;
 }
 
-Status to_int64(const Args& a, const std::string& k, int64_t def, int64_t* out) {
+// --k VALUE as an int64_t or a double (whole string, else a usage error).
+template <class T>
+Status to_number(const Args& a, const std::string& k, T def, T* out) {
     std::string v = a.get(k);
     if (v.empty()) { *out = def; return {}; }
     try {
         size_t n = 0;
-        *out = std::stoll(v, &n);
+        if constexpr (std::is_integral_v<T>) *out = std::stoll(v, &n);
+        else *out = std::stod(v, &n);
         if (n != v.size()) throw 1;
     } catch (...) {
-        return err(Code::usage, k + ": not an integer: '" + v + "'");
+        return err(Code::usage, k + (std::is_integral_v<T> ? ": not an integer: '" : ": not a number: '") + v + "'");
     }
     return {};
 }
+
+Status to_int64(const Args& a, const std::string& k, int64_t def, int64_t* out) { return to_number(a, k, def, out); }
 
 Status selection(const Args& a, WindowSel* sel) {
     sel->list = a.get("--windows");
@@ -161,18 +168,7 @@ Status compare_opts(const Args& a, CompareOptions* o) {
 const std::vector<std::string> kFlags = {"--quick", "--llamacpp-block", "--finite-only", "--no-js", "--progress",
                                          "--no-progress"};
 
-Status to_double(const Args& a, const std::string& k, double def, double* out) {
-    std::string v = a.get(k);
-    if (v.empty()) { *out = def; return {}; }
-    try {
-        size_t n = 0;
-        *out = std::stod(v, &n);
-        if (n != v.size()) throw 1;
-    } catch (...) {
-        return err(Code::usage, k + ": not a number: '" + v + "'");
-    }
-    return {};
-}
+Status to_double(const Args& a, const std::string& k, double def, double* out) { return to_number(a, k, def, out); }
 
 // The progress display (KLD.md §7 Scale): a bar redrawn in place on a
 // terminal (4 per second), whole lines (1 per second) when --progress is
