@@ -96,6 +96,9 @@ void print_stats(sluice_ctx *ctx) {
                  s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.seconds_io_wait,
                  s.seconds_eval - s.seconds_io_wait, (unsigned long long)s.experts_prefetched,
                  (unsigned long long)s.experts_prefetch_used, s.cache_bytes_used / 1048576.0, s.cache_bytes / 1048576.0);
+    if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
+        std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
+                     (unsigned long long)s.pool_fallbacks);
 }
 
 // Opens or reports; exit code 1 for a model that cannot be opened.
