@@ -111,10 +111,14 @@ void ExpertStore::evict_locked(uint64_t need) {
         auto victim = cache_.end();
         double best = 0;
         for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-            if (it->second.ref.use_count() > 1) continue;  // pinned by a caller
             double score = (double)(it->second.hits + 1) / (1.0 + (double)(clock_ - it->second.last) / window);
-            if (victim == cache_.end() || score < best ||
-                (score == best && it->second.last < victim->second.last)) {
+            const bool better = victim == cache_.end() || score < best ||
+                                (score == best && it->second.last < victim->second.last);
+            // The pin test reads the shared_ptr's control block, a cache
+            // miss per entry: only for entries that would win. Same victim
+            // (the lowest-scoring unpinned entry); at an 8 GB budget the
+            // scan was 3.6 % of decode.
+            if (better && it->second.ref.use_count() <= 1) {
                 victim = it;
                 best = score;
             }
