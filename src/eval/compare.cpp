@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <thread>
 
 #include "eval/safetensors.h"
@@ -166,15 +167,18 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
 
     std::vector<WindowResult> res(pos.size());
     std::vector<Status> errs(pos.size());
-    ProgressTicker prog(o.progress, "compare", "read", int64_t(pos.size()), int64_t(pos.size()) * R,
-                        o.progress_interval_s);
+    std::optional<ProgressTicker> own;  // unless the caller's ticker spans this pass
+    ProgressTicker* prog = o.shared_progress;
+    if (!prog)
+        prog = &own.emplace(o.progress, "compare", "read", int64_t(pos.size()), int64_t(pos.size()) * R,
+                            o.progress_interval_s);
     std::atomic<size_t> next{0};
     std::atomic<bool> stop{false};
     auto worker = [&]() {
         for (;;) {
             size_t i = next.fetch_add(1);
             if (i >= pos.size() || stop.load()) return;
-            errs[i] = score_window(s, ref, cand, pos[i], o, V, &res[i], &prog);
+            errs[i] = score_window(s, ref, cand, pos[i], o, V, &res[i], prog);
             // An integrity (hash) failure is reported after the pass; anything else stops the run.
             if (!errs[i].ok() && errs[i].code != Code::identity) stop = true;
         }
@@ -183,7 +187,7 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
-    prog.stop(std::all_of(errs.begin(), errs.end(), [](const Status& e) { return e.ok(); }));
+    if (own) own->stop(std::all_of(errs.begin(), errs.end(), [](const Status& e) { return e.ok(); }));
     Status hash_err;
     for (size_t i = 0; i < pos.size(); ++i) {  // lowest window first: deterministic error choice
         if (errs[i].ok()) continue;

@@ -41,6 +41,10 @@ struct CompareOptions {
     // runs, and once at the end; never changes a result (KLD.md §7 Scale).
     ProgressFn progress;
     double progress_interval_s = 0.25;
+    // A ticker owned by the caller that spans several passes (paired, noise):
+    // run_compare counts into it instead of starting its own, and leaves it
+    // running; `progress` is then not called from here.
+    ProgressTicker* shared_progress = nullptr;
 };
 
 // Per-token vectors of one window, in row order.

@@ -34,13 +34,15 @@ const char* kUsage =
     "               [--progress | --no-progress]\n"
     "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
     "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
+    "               [--progress | --no-progress]\n"
     "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
     "  noise        --suite SUITE --runs RUN1 RUN2 [RUN...] [--reference REF] [SEL] [--json OUT]\n"
+    "               [--progress | --no-progress]\n"
     "  export-kld   --suite SUITE --reference REF --out BASE.kld [SEL]\n"
     "  report       --receipts A.json [B.json ...] --out REPORT.html [--tokens A.safetensors|- ...]\n"
     "               [--labels NAME ...] [--json OUT] [--title TEXT]\n"
     "               [--hist-min 1e-8] [--hist-max 10] [--bins-per-decade 4]\n"
-    "progress (capture, compare): a bar on stderr when it is a terminal; --progress forces it\n"
+    "progress (capture, compare, paired, noise): a bar on stderr when it is a terminal; --progress forces it\n"
     "(plain lines when not a terminal), --no-progress turns it off. Never on stdout or in receipts.\n"
     "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n";
 
@@ -428,6 +430,7 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             PairedOptions po;
             KLD_TRY(compare_opts(a, &po.cmp));
             po.cmp.keep_tokens = true;
+            KLD_TRY(progress_fn(a, h, e, &po.cmp.progress, &po.cmp.progress_interval_s));
             if (a.has("--noise-diff")) po.noise_diff = std::stod(a.get("--noise-diff"));
             if (a.has("--tie-tolerance")) po.tie_tolerance = std::stod(a.get("--tie-tolerance"));
             json r;
@@ -462,6 +465,7 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             CompareOptions o;
             KLD_TRY(compare_opts(a, &o));
             o.keep_tokens = true;
+            KLD_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
             if (!a.has("--suite") || !a.has("--runs")) return err(Code::usage, "noise needs --suite and --runs");
             const bool verify = a.get("--verify-hashes", "on") != "off";
             Suite s;

@@ -18,8 +18,9 @@ struct KldHooks {
     std::function<Status(const std::string& container, int threads, std::unique_ptr<LogitsEngine>* out)> open_engine;
     // Opens CONTAINER's tokenizer (for suite make --tokenizer). Unset: only token sources.
     std::function<Status(const std::string& container, TokenizeFn* out, std::string* tokenizer_class)> open_tokenizer;
-    // Whether the err stream is a terminal: capture and compare then draw a
-    // progress bar there unless --no-progress (--progress forces lines).
+    // Whether the err stream is a terminal: capture, compare, paired and
+    // noise then draw a progress bar there unless --no-progress (--progress
+    // forces lines).
     bool err_is_tty = false;
 };
 

@@ -236,7 +236,7 @@ public:
         return {};
     }
 
-    Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex) override {
+    Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex, uint64_t* bytes_read = nullptr) override {
         const SuiteWindow& w = s.windows[size_t(pos)];
         StFile f;
         KLD_TRY(f.open(join_path(dir_, recs_.at(w.index).file)));
@@ -251,6 +251,7 @@ public:
             off += n;
         }
         *hex = h.hex();
+        if (bytes_read) *bytes_read = t->end - t->begin;
         return {};
     }
 };

@@ -79,9 +79,11 @@ public:
     virtual Status open_window(const Suite& s, int pos, std::unique_ptr<RowStream>* out) = 0;
     virtual json identity() const = 0;
     virtual std::vector<std::string> warnings() const { return {}; }
-    // Per-window raw tensor SHA-256 (data bytes only), empty if unknown.
-    virtual Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex) {
+    // Per-window raw tensor SHA-256 (data bytes only), empty if unknown;
+    // *bytes_read (if given): the bytes read for it (progress).
+    virtual Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex, uint64_t* bytes_read = nullptr) {
         (void)s; (void)pos; hex->clear();
+        if (bytes_read) *bytes_read = 0;
         return {};
     }
 };

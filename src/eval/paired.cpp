@@ -99,9 +99,19 @@ json paired_json(const Sides& d, const PairedOptions& o, double p_below, const B
 
 Status run_paired(const Suite& s, Operand& ref, Operand& a, Operand& b, const PairedOptions& o, json* receipt,
                   std::string* text) {
+    // One display for both passes (reference vs A, then vs B): 2 x windows.
+    // A bad selection is left for run_compare to report.
+    std::vector<int> pos;
+    if (!select_windows(s, o.cmp.sel, &pos).ok()) pos.clear();
+    const int64_t W = int64_t(pos.size()), R = s.context_length - 1;
+    ProgressTicker prog(o.cmp.progress, "paired", "read", 2 * W, 2 * W * R, o.cmp.progress_interval_s);
+    CompareOptions co = o.cmp;
+    co.shared_progress = &prog;
     CompareResult ra, rb;
-    KLD_TRY(run_compare(s, ref, a, o.cmp, &ra));
-    KLD_TRY(run_compare(s, ref, b, o.cmp, &rb));
+    Status st = run_compare(s, ref, a, co, &ra);
+    if (st.ok()) st = run_compare(s, ref, b, co, &rb);
+    prog.stop(st.ok());
+    KLD_TRY(st);
     Sides d;
     for (size_t i = 0; i < ra.windows.size(); ++i) {
         const WindowResult &wa = ra.windows[i], &wb = rb.windows[i];
@@ -194,18 +204,29 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
     if (runs.size() < 2) return err(Code::usage, "kld noise needs two or more runs");
     std::vector<int> pos;
     KLD_TRY(select_windows(s, o.sel, &pos));
+    // One display for the whole run, in windows: the raw-hash pass over every
+    // run, each run against the reference (if any), then every pair.
+    const int64_t W = int64_t(pos.size()), R = s.context_length - 1, n = int64_t(runs.size());
+    const int64_t passes = n + (reference ? n : 0) + n * (n - 1) / 2;
+    ProgressTicker prog(o.progress, "noise", "read", passes * W, passes * W * R, o.progress_interval_s);
+    CompareOptions oc = o;
+    oc.shared_progress = &prog;
     std::vector<std::vector<std::string>> raw(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {
         KLD_TRY(runs[i]->check_suite(s, pos));
         for (int p : pos) {
             std::string h;
-            KLD_TRY(runs[i]->raw_tensor_sha256(s, p, &h));
+            uint64_t nb = 0;
+            KLD_TRY(runs[i]->raw_tensor_sha256(s, p, &h, &nb));
             raw[i].push_back(h);
+            prog.add_rows(R);
+            prog.add_bytes(nb);
+            prog.window_done();
         }
     }
     std::vector<CompareResult> vs_ref(runs.size());
     if (reference)
-        for (size_t i = 0; i < runs.size(); ++i) KLD_TRY(run_compare(s, *reference, *runs[i], o, &vs_ref[i]));
+        for (size_t i = 0; i < runs.size(); ++i) KLD_TRY(run_compare(s, *reference, *runs[i], oc, &vs_ref[i]));
     json pairs = json::array();
     double floor_mean = 0, floor_lo = 0, floor_hi = 0, floor_t1 = 1, noise_diff = 0;
     bool all_identical = true;
@@ -216,7 +237,7 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
             const bool ident = !raw[i].empty() && !raw[i][0].empty() && raw[i] == raw[k];
             all_identical &= ident;
             CompareResult c;
-            KLD_TRY(run_compare(s, *runs[i], *runs[k], o, &c));
+            KLD_TRY(run_compare(s, *runs[i], *runs[k], oc, &c));
             const json& kb = c.receipt["kl_window_cluster_bootstrap"];
             json pj{{"run_i", runs[i]->label()}, {"run_j", runs[k]->label()}, {"bit_identical", ident},
                     {"kl_run_i_to_run_j", c.receipt["kl_reference_to_candidate"]}, {"kl_bootstrap", kb},
@@ -255,6 +276,7 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
             t += buf;
             pairs.push_back(pj);
         }
+    prog.stop(true);
     json j;
     j["kind"] = "sluice kld noise receipt";
     j["suite_token_hash_sha256"] = s.suite_hash;

@@ -1,4 +1,4 @@
-// Progress of a long `kld capture` / `kld compare` (KLD.md §7, "Scale: a
+// Progress of a long `kld capture` / `compare` / `paired` / `noise` (KLD.md §7, "Scale: a
 // progress bar"). The library only counts: workers add rows and bytes to
 // atomic counters, and a ticker thread hands a snapshot to the caller's
 // callback a few times per second (and once more at the end). What to do
@@ -18,7 +18,7 @@
 namespace sluice::kld {
 
 struct ProgressInfo {
-    std::string phase;          // "capture" or "compare"
+    std::string phase;          // "capture", "compare", "paired" or "noise"
     const char* bytes_verb = "read";  // "read" (operand files) or "written" (capture)
     int64_t windows_done = 0, windows_total = 0;
     int64_t rows_done = 0, rows_total = 0;  // scored (or captured) positions

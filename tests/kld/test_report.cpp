@@ -1,5 +1,5 @@
 // kld report (ranking, self-contained HTML, per-token histograms, refusals)
-// and the capture/compare progress display.
+// and the capture/compare/paired/noise progress display.
 #include <chrono>
 #include <thread>
 
@@ -426,4 +426,78 @@ TEST(KldProgress, OnStderrOnlyNeverChangesResults) {
                   table_hooks(f.s, f.ref)),
               0);
     EXPECT_TRUE(has(er, "6/6 windows"));
+}
+
+// paired and noise: one display over all their passes, same flags, same
+// guarantee (stdout and receipts byte-identical with and without it).
+TEST(KldProgress, PairedAndNoiseOnStderrOnly) {
+    auto& f = rp();
+    struct Cmd {
+        std::string name;
+        std::vector<std::string> args;
+        std::string total;  // windows done/total at the end
+    };
+    const std::vector<Cmd> cmds = {
+        // reference vs A, then vs B: 2 x 6 windows.
+        {"paired",
+         {"paired", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--a", f.d + "/near", "--b", f.d + "/mid",
+          "--bootstrap-samples", "500", "--threads", "2"},
+         "12/12 windows"},
+        // raw-hash pass over 3 runs + 3 pairs: 6 x 6 windows.
+        {"noise",
+         {"noise", "--suite", f.d + "/suite", "--runs", f.d + "/near", f.d + "/mid", f.d + "/far", "--bootstrap-samples",
+          "500"},
+         "36/36 windows"},
+        // with a reference: 2 hash passes + 2 runs vs the reference + 1 pair: 5 x 6.
+        {"noise",
+         {"noise", "--suite", f.d + "/suite", "--runs", f.d + "/near", f.d + "/mid", "--reference", f.d + "/ref",
+          "--bootstrap-samples", "500"},
+         "30/30 windows"},
+    };
+    KldHooks tty;
+    tty.err_is_tty = true;
+    int k = 0;
+    for (const Cmd& c : cmds) {
+        const std::string pre = f.d + "/prog-" + c.name + std::to_string(k++) + "-";
+        auto run = [&](const std::string& tag, std::vector<std::string> extra, const KldHooks& h, std::string* out,
+                       std::string* er) {
+            std::vector<std::string> w = c.args;
+            w.insert(w.end(), {"--json", pre + tag + ".json"});
+            w.insert(w.end(), extra.begin(), extra.end());
+            return kld(w, out, er, h);
+        };
+        std::string o0, e0, o1, e1, o2, e2, o3, e3;
+        ASSERT_EQ(run("plain", {}, {}, &o0, &e0), 0) << e0;
+        ASSERT_EQ(run("forced", {"--progress"}, {}, &o1, &e1), 0) << e1;
+        ASSERT_EQ(run("off", {"--no-progress"}, {}, &o2, &e2), 0) << e2;
+        ASSERT_EQ(run("tty", {}, tty, &o3, &e3), 0) << e3;
+        std::printf("%s forced: %s", c.name.c_str(), e1.c_str());
+        EXPECT_FALSE(has(e0, "progress")) << c.name;
+        EXPECT_FALSE(has(e2, "progress")) << c.name;
+        // --progress: whole lines under the command's own name, ending at
+        // every window of every pass; no per-pass "compare" display.
+        EXPECT_TRUE(has(e1, "progress: " + c.name + " [")) << c.name;
+        EXPECT_TRUE(has(e1, c.total)) << c.name;
+        EXPECT_TRUE(has(e1, "MB read")) << c.name;
+        EXPECT_TRUE(has(e1, "done in")) << c.name;
+        EXPECT_FALSE(has(e1, "compare [")) << c.name;
+        EXPECT_FALSE(has(e1, "\r")) << c.name;
+        std::istringstream lines(e1);
+        for (std::string l; std::getline(lines, l);) EXPECT_EQ(l.rfind("progress: " + c.name + " [", 0), 0u) << l;
+        // A terminal: redrawn in place, ended with a newline.
+        EXPECT_TRUE(has(e3, "\r" + c.name + " [")) << c.name;
+        EXPECT_TRUE(has(e3, "\x1b[K")) << c.name;
+        EXPECT_EQ(e3.back(), '\n') << c.name;
+        // stdout and receipt: byte-identical.
+        for (const std::string* o : {&o1, &o2, &o3}) EXPECT_EQ(*o, o0) << c.name;
+        EXPECT_FALSE(has(o1, "progress")) << c.name;
+        const std::string r0 = read_text(pre + "plain.json");
+        for (const std::string tag : {"forced", "off", "tty"}) {
+            EXPECT_EQ(read_text(pre + tag + ".json"), r0) << c.name << " " << tag;
+            EXPECT_FALSE(has(read_text(pre + tag + ".json"), "progress")) << c.name << " " << tag;
+        }
+        std::string er;
+        EXPECT_EQ(run("both", {"--progress", "--no-progress"}, {}, nullptr, &er), 2) << c.name;
+        EXPECT_TRUE(has(er, "give --progress or --no-progress, not both")) << c.name;
+    }
 }
