@@ -3,8 +3,8 @@
 // every token that chose it; each token then sums its experts in selection
 // order, so a chunk gives exactly the single-step result.
 #include <algorithm>
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <map>
 #include <mutex>
 
@@ -268,9 +268,9 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
         std::vector<Status> st(tasks.size());
         // A prefill chunk routes to ~200 distinct experts per layer, far
         // more than the read-ahead allowance (2 x top-k records) admits at
-        // the layer start; without a sliding window every later expert was
-        // a synchronous read with nothing overlapping it (64-token prefill
-        // at 2G: 0.84 GB/s of reads, slower than token-at-a-time).
+        // the layer start. Without this sliding window the later experts
+        // are synchronous reads: 64-token prefill at 2 GB took 8.5-8.8 s
+        // against 7.4 s with it (bench_budget --chunk 64, 2026-12-03).
         const size_t ahead = opt_.readahead ? (size_t)(2 * k) : 0;
         ops_.pool->parallel_for(nthr, 1, [&](int64_t, int64_t) {
             std::vector<int> win;
