@@ -214,10 +214,7 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
     // cached record. On the 48B-shaped synthetic container unconditional
     // lookahead read 144 records per token at 8 GB against 122 without it,
     // and decode was 3 % slower (docs/LEARNED.md, 2026-12-03).
-    if (speculative && !queue_.empty()) {
-        st_.speculative_skipped += experts.size();
-        return;
-    }
+    if (speculative && !queue_.empty()) return;
     for (int e : experts) {
         const Key k = key(layer, e);
         if (cache_.count(k) || inflight_.count(k)) continue;

@@ -32,7 +32,6 @@ struct StoreStats {
     uint64_t reads = 0, bytes_read = 0;
     uint64_t hits = 0, misses = 0;
     uint64_t prefetched = 0, prefetch_used = 0, prefetch_wasted = 0;
-    uint64_t speculative_skipped = 0;  // lookahead guesses not issued: certain reads were queued
     double io_wait_seconds = 0;  // time fetch() spent blocked on a read
     double read_seconds = 0;     // time inside pread, summed over threads
     bool direct_io = false;      // false when the filesystem refused O_DIRECT
