@@ -5,7 +5,9 @@
 // process's peak RSS. bench/budget_sweep.sh runs it once per budget in a
 // fresh process with the page cache dropped, next to a sequential O_DIRECT
 // read of the same disk, and prints the table with the I/O floor.
-//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N] [--io-threads N]
+//   build/bench/bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N]
+//       [--io-depth N] [--io-engine auto|uring|threads] [--cache-policy freq|lfru|lru] [--no-cache 1]
+//       [--replay TRACE]   (benchmark-only route replay: real access pattern, meaningless logits)
 //   build/bench/bench_budget --disk FILE... (sequential O_DIRECT GB/s, serial and parallel)
 #include <fcntl.h>
 #include <unistd.h>
@@ -111,9 +113,11 @@ int disk(int n, char **files) {
 }  // namespace
 
 int main(int argc, char **argv) {
+    const double t_main = now();
     if (argc > 2 && std::string(argv[1]) == "--disk") return disk(argc - 2, argv + 2);
     if (argc < 3) {
-        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N] [--io-threads N]\n"
+        std::fprintf(stderr, "usage: bench_budget MODEL BUDGET [--threads N] [--prompt N] [--gen N] [--no-lookahead 1] [--chunk N] [--io-depth N]\n"
+                             "         [--io-engine auto|uring|threads] [--cache-policy freq|lfru|lru] [--no-cache 1] [--replay TRACE] [--cache-bytes SIZE]\n"
                              "       bench_budget --disk FILE...\n");
         return 2;
     }
@@ -123,7 +127,9 @@ int main(int argc, char **argv) {
         std::fprintf(stderr, "bench_budget: bad budget '%s'\n", argv[2]);
         return 2;
     }
-    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0, chunk = 0, io_threads = 0;
+    int threads = 2, n_prompt = 16, n_gen = 32, no_lookahead = 0, chunk = 0, io_threads = 0, io_depth = 0,
+        no_cache = 0;
+    std::string io_engine = "auto", policy = "freq", replay;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string a = argv[i];
         const int v = std::atoi(argv[i + 1]);
@@ -133,10 +139,32 @@ int main(int argc, char **argv) {
         else if (a == "--no-lookahead") no_lookahead = v;
         else if (a == "--chunk") chunk = v;
         else if (a == "--io-threads") io_threads = v;
+        else if (a == "--io-depth") io_depth = v;
+        else if (a == "--no-cache") no_cache = v;
+        else if (a == "--io-engine") io_engine = argv[i + 1];
+        else if (a == "--cache-policy") policy = argv[i + 1];
+        else if (a == "--replay") replay = argv[i + 1];
+        else if (a == "--cache-bytes") {
+            // An expert cache of exactly this size: the budget is derived
+            // from the plan (cache = budget - floor + min_cache / 2).
+            uint64_t want = 0;
+            sluice_memory_plan p0;
+            char err[512];
+            if (!parse_size(argv[i + 1], &want) ||
+                sluice_plan_model(model, 0, 0, nullptr, &p0, err, sizeof err) != SLUICE_OK) {
+                std::fprintf(stderr, "bench_budget: --cache-bytes %s: cannot plan\n", argv[i + 1]);
+                return 2;
+            }
+            budget = p0.floor + want - p0.min_cache / 2;
+        }
         else {
             std::fprintf(stderr, "bench_budget: unknown option %s\n", argv[i]);
             return 2;
         }
+    }
+    if (io_engine != "auto" && io_engine != "uring" && io_engine != "threads") {
+        std::fprintf(stderr, "bench_budget: --io-engine must be auto, uring or threads\n");
+        return 2;
     }
     sluice_config cfg;
     sluice_config_default(&cfg);
@@ -145,6 +173,10 @@ int main(int argc, char **argv) {
     cfg.no_lookahead = no_lookahead;
     cfg.prefill_chunk = chunk;
     cfg.io_threads = io_threads;
+    cfg.io_depth = io_depth;
+    cfg.no_cache = no_cache;
+    cfg.io_engine = io_engine == "uring" ? SLUICE_IO_URING : io_engine == "threads" ? SLUICE_IO_THREADS : SLUICE_IO_AUTO;
+    cfg.cache_policy = policy.c_str();
     cfg.no_hotlist = 1;  // a cold cache: the sweep measures streaming, not a warmed hotlist
     sluice_ctx *ctx = nullptr;
     const double t_open = now();
@@ -154,6 +186,16 @@ int main(int argc, char **argv) {
         return 1;
     }
     const double open_s = now() - t_open;
+    if (!replay.empty()) {
+        // Loud on purpose: these logits are meaningless by design.
+        std::fprintf(stderr, "bench_budget: ROUTE REPLAY from %s: MoE layers use the trace's experts, not their "
+                             "router's; timing and reads are real, logits are meaningless\n", replay.c_str());
+        if (sluice_bench_route_replay(ctx, replay.c_str(), "meaningless-logits") != SLUICE_OK) {
+            std::fprintf(stderr, "bench_budget: %s\n", sluice_last_error(ctx));
+            sluice_close(ctx);
+            return 1;
+        }
+    }
     const int V = sluice_n_vocab(ctx);
     std::vector<int32_t> prompt((size_t)n_prompt);
     for (int i = 0; i < n_prompt; i++) prompt[(size_t)i] = (int32_t)(((int64_t)i * 7919 + 101) % V);
@@ -166,6 +208,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     const double t1 = now();
+    const double ttft = t1 - t_main;  // process start to the first token's logits
     sluice_stats s0, s1;
     sluice_stats_get(ctx, &s0);
     p1 = s0;
@@ -181,26 +224,37 @@ int main(int argc, char **argv) {
     sluice_memory_plan plan;
     sluice_memory_plan_get(ctx, &plan);
     const double dec = t2 - t1;
-    const uint64_t hits = s1.expert_cache_hits - s0.expert_cache_hits;
-    const uint64_t misses = s1.expert_cache_misses - s0.expert_cache_misses;
     const uint64_t reads = s1.expert_reads - s0.expert_reads;
     const uint64_t bytes = s1.expert_bytes_read - s0.expert_bytes_read;
     const double io_wait = s1.seconds_io_wait - s0.seconds_io_wait;
+    const double read_busy = s1.seconds_read - s0.seconds_read;
     std::printf("{\"budget\":%llu,\"cache_bytes\":%llu,\"floor\":%llu,\"threads\":%d,\"prompt\":%d,\"gen\":%d,"
-                "\"open_s\":%.3f,\"prefill_s\":%.3f,\"decode_s\":%.3f,\"decode_tps\":%.4f,"
-                "\"hits\":%llu,\"misses\":%llu,\"reads\":%llu,\"bytes_read\":%llu,\"bytes_per_token\":%.0f,"
-                "\"io_wait_s\":%.3f,\"compute_s\":%.3f,\"record_bytes\":%llu,\"direct_io\":%d,"
-                "\"prefill_fetches\":%llu,\"prefill_reads\":%llu,\"prefill_bytes\":%llu,\"chunk\":%d,\"prefetched\":%llu,\"prefetch_used\":%llu,\"lookahead\":%d,\"pool_fallbacks\":%llu,\"vm_hwm_kb\":%ld}\n",
+                "\"open_s\":%.3f,\"prefill_s\":%.3f,\"ttft_s\":%.3f,\"decode_s\":%.3f,\"decode_tps\":%.4f,"
+                "\"fetches\":%llu,\"demand_hits\":%llu,\"readahead_hits\":%llu,\"sync_reads\":%llu,"
+                "\"reads\":%llu,\"bytes_read\":%llu,\"bytes_per_token\":%.0f,"
+                "\"read_busy_s\":%.3f,\"read_gbps_busy\":%.4f,\"read_gbps_wall\":%.4f,"
+                "\"io_wait_s\":%.3f,\"compute_s\":%.3f,\"record_bytes\":%llu,\"direct_io\":%d,\"io_engine\":\"%s\","
+                "\"io_depth\":%d,\"policy\":\"%s\",\"no_cache\":%d,\"replay\":%d,"
+                "\"prefill_fetches\":%llu,\"prefill_reads\":%llu,\"prefill_bytes\":%llu,\"chunk\":%d,"
+                "\"prefetched\":%llu,\"guesses\":%llu,\"guesses_used\":%llu,\"guesses_dropped\":%llu,"
+                "\"lookahead\":%d,\"pool_fallbacks\":%llu,\"vm_hwm_kb\":%ld}\n",
                 (unsigned long long)budget, (unsigned long long)plan.cache, (unsigned long long)plan.floor, threads,
-                n_prompt, n_gen, open_s, t1 - t0, dec, n_gen / dec, (unsigned long long)hits,
-                (unsigned long long)misses, (unsigned long long)reads, (unsigned long long)bytes,
-                (double)bytes / n_gen, io_wait, dec - io_wait, (unsigned long long)plan.record_bytes, s1.direct_io,
-                (unsigned long long)(p1.expert_cache_hits + p1.expert_cache_misses - p0.expert_cache_hits -
-                                     p0.expert_cache_misses),
+                n_prompt, n_gen, open_s, t1 - t0, ttft, dec, n_gen / dec,
+                (unsigned long long)(s1.expert_fetches - s0.expert_fetches),
+                (unsigned long long)(s1.expert_cache_hits - s0.expert_cache_hits),
+                (unsigned long long)(s1.expert_readahead_hits - s0.expert_readahead_hits),
+                (unsigned long long)(s1.expert_sync_reads - s0.expert_sync_reads), (unsigned long long)reads,
+                (unsigned long long)bytes, (double)bytes / n_gen, read_busy,
+                read_busy > 0 ? (double)bytes / read_busy / 1e9 : 0.0, dec > 0 ? (double)bytes / dec / 1e9 : 0.0,
+                io_wait, dec - io_wait, (unsigned long long)plan.record_bytes, s1.direct_io, s1.io_engine,
+                s1.io_depth, s1.cache_policy, no_cache, !replay.empty(),
+                (unsigned long long)(p1.expert_fetches - p0.expert_fetches),
                 (unsigned long long)(p1.expert_reads - p0.expert_reads),
                 (unsigned long long)(p1.expert_bytes_read - p0.expert_bytes_read), chunk,
                 (unsigned long long)(s1.experts_prefetched - s0.experts_prefetched),
-                (unsigned long long)(s1.experts_prefetch_used - s0.experts_prefetch_used), !no_lookahead,
+                (unsigned long long)(s1.lookahead_guesses - s0.lookahead_guesses),
+                (unsigned long long)(s1.lookahead_guesses_used - s0.lookahead_guesses_used),
+                (unsigned long long)(s1.lookahead_guesses_dropped - s0.lookahead_guesses_dropped), !no_lookahead,
                 (unsigned long long)s1.pool_fallbacks, vm_kb("VmHWM:"));
     sluice_close(ctx);
     return 0;

@@ -26,7 +26,8 @@ struct Common {
     int ctx_len = 0;
     std::string budget = "0";
     bool no_cache = false, no_readahead = false, no_lookahead = false, no_direct = false, no_hotlist = false;
-    int io_threads = 0;
+    int io_threads = 0, io_depth = 0;
+    std::string io_engine = "auto", cache_policy = "freq";
     std::string hotlist, learn;
 };
 
@@ -39,8 +40,13 @@ void add_common(CLI::App *app, Common *c) {
     app->add_option("--ctx", c->ctx_len, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
     app->add_option("--budget", c->budget, "hard RAM budget, e.g. 2G (default 0: choose; see `sluice plan`)");
     app->add_flag("--no-cache", c->no_cache, "no expert cache beyond the records in use");
-    app->add_option("--io-threads", c->io_threads, "background expert readers (default 2; -1 = synchronous)")
+    app->add_option("--io-threads", c->io_threads, "expert reads in flight, as --io-depth (-1 = synchronous reads)")
         ->check(CLI::Range(-1, 64));
+    app->add_option("--io-depth", c->io_depth, "expert reads in flight (default 8)")->check(CLI::Range(0, 256));
+    app->add_option("--io-engine", c->io_engine, "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
+        ->check(CLI::IsMember({"auto", "uring", "threads"}));
+    app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), lfru, lru")
+        ->check(CLI::IsMember({"freq", "lfru", "lru"}));
     app->add_flag("--no-readahead", c->no_readahead, "read a layer's experts only when they are needed");
     app->add_flag("--no-lookahead", c->no_lookahead, "no next-layer router guesses");
     app->add_flag("--no-direct", c->no_direct, "buffered reads instead of O_DIRECT");
@@ -65,6 +71,9 @@ sluice_config to_config(const Common &c) {
     budget_bytes(c, &cfg.budget_bytes);
     cfg.no_cache = c.no_cache;
     cfg.io_threads = c.io_threads;
+    cfg.io_depth = c.io_depth;
+    cfg.io_engine = c.io_engine == "uring" ? SLUICE_IO_URING : c.io_engine == "threads" ? SLUICE_IO_THREADS : SLUICE_IO_AUTO;
+    cfg.cache_policy = c.cache_policy.c_str();
     cfg.no_readahead = c.no_readahead;
     cfg.no_lookahead = c.no_lookahead;
     cfg.no_direct_io = c.no_direct;
@@ -85,17 +94,25 @@ void maybe_learn(sluice_ctx *ctx, const Common &c) {
 void print_stats(sluice_ctx *ctx) {
     sluice_stats s;
     if (sluice_stats_get(ctx, &s) != SLUICE_OK) return;
-    const uint64_t acc = s.expert_cache_hits + s.expert_cache_misses;
+    const uint64_t f = s.expert_fetches;
+    auto pct = [&](uint64_t x) { return f ? 100.0 * (double)x / (double)f : 0.0; };
+    // Starts on its own line: a generation may have left the cursor mid-line.
     std::fprintf(stderr,
-                 "stats: %llu tokens in %.3f s; experts: %llu hits, %llu misses (hit rate %.1f%%); read %.2f MiB "
-                 "(%.2f GB/s while reading, %s); io wait %.3f s, compute %.3f s; prefetched %llu, used %llu; cache "
-                 "%.1f of %.1f MiB\n",
-                 (unsigned long long)s.tokens_evaluated, s.seconds_eval, (unsigned long long)s.expert_cache_hits,
-                 (unsigned long long)s.expert_cache_misses, acc ? 100.0 * s.expert_cache_hits / acc : 0.0,
+                 "\nstats: %llu tokens in %.3f s; experts fetched %llu: cache %llu (%.1f%%), read-ahead %llu (%.1f%%), "
+                 "waited-for reads %llu (%.1f%%); records read %llu, %.2f MiB (%.2f GB/s while reading, %s, %s depth "
+                 "%d); io wait %.3f s, compute %.3f s; cache %.1f of %.1f MiB (%s)\n",
+                 (unsigned long long)s.tokens_evaluated, s.seconds_eval, (unsigned long long)f,
+                 (unsigned long long)s.expert_cache_hits, pct(s.expert_cache_hits),
+                 (unsigned long long)s.expert_readahead_hits, pct(s.expert_readahead_hits),
+                 (unsigned long long)s.expert_sync_reads, pct(s.expert_sync_reads), (unsigned long long)s.expert_reads,
                  s.expert_bytes_read / 1048576.0, s.seconds_read > 0 ? s.expert_bytes_read / s.seconds_read / 1e9 : 0.0,
-                 s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.seconds_io_wait,
-                 s.seconds_eval - s.seconds_io_wait, (unsigned long long)s.experts_prefetched,
-                 (unsigned long long)s.experts_prefetch_used, s.cache_bytes_used / 1048576.0, s.cache_bytes / 1048576.0);
+                 s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.io_engine, s.io_depth,
+                 s.seconds_io_wait, s.seconds_eval - s.seconds_io_wait, s.cache_bytes_used / 1048576.0,
+                 s.cache_bytes / 1048576.0, s.cache_policy);
+    if (s.lookahead_guesses)
+        std::fprintf(stderr, "stats: lookahead guessed %llu records, %llu used, %llu withdrawn before reading\n",
+                     (unsigned long long)s.lookahead_guesses, (unsigned long long)s.lookahead_guesses_used,
+                     (unsigned long long)s.lookahead_guesses_dropped);
     if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
         std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
                      (unsigned long long)s.pool_fallbacks);

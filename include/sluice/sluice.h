@@ -55,7 +55,16 @@ typedef struct sluice_config {
     int32_t no_hotlist;     /* non-zero: do not pre-warm the cache from a usage file */
     const char *hotlist;    /* usage file to pre-warm from; NULL = MODEL/usage.waste if present */
     const char *cgroup_root; /* NULL = /sys/fs/cgroup (tests point it at a fake tree) */
+    int32_t io_depth;       /* expert reads in flight; 0 = io_threads if set, else 8 */
+    int32_t io_engine;      /* sluice_io_engine */
+    const char *cache_policy; /* "freq" (NULL: default), "lfru" or "lru" */
 } sluice_config;
+
+typedef enum sluice_io_engine {
+    SLUICE_IO_AUTO = 0,    /* io_uring where the kernel allows it, else threads */
+    SLUICE_IO_URING = 1,   /* io_uring or fail to open */
+    SLUICE_IO_THREADS = 2  /* io_depth threads doing pread */
+} sluice_io_engine;
 
 typedef struct sluice_ctx sluice_ctx;
 
@@ -254,8 +263,28 @@ typedef struct sluice_stats {
     int32_t direct_io;          /* 1 if reads use O_DIRECT, 0 if the filesystem refused it */
     uint64_t pool_fallbacks;    /* reads that found every pre-faulted record buffer taken and
                                    mapped a fresh one (memory beyond the plan while it lives) */
+    /* Where each expert the forward pass fetched came from. expert_cache_hits
+       (above) counts only records the cache held when asked for; records
+       read ahead count here, never as cache hits. */
+    uint64_t expert_fetches;
+    uint64_t expert_readahead_hits; /* in flight or landed from read-ahead / lookahead */
+    uint64_t expert_sync_reads;     /* read while the forward pass waited, unannounced */
+    uint64_t lookahead_guesses, lookahead_guesses_used, lookahead_guesses_dropped;
+    int32_t io_depth;
+    char io_engine[16];         /* "io_uring", "threads" or "synchronous" */
+    char cache_policy[8];
 } sluice_stats;
 sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
+
+/*
+ * BENCHMARK ONLY. Every MoE layer then uses the experts a routing trace
+ * (JSONL, the layout of ../shared/traces) recorded for the position, instead
+ * of its router's choice, so a synthetic container sees a real model's
+ * access pattern. The logits become meaningless. `ack` must be the string
+ * "meaningless-logits"; call it on a fresh session (n_past 0). NULL path
+ * turns it off.
+ */
+sluice_status sluice_bench_route_replay(sluice_ctx *ctx, const char *trace_path, const char *ack);
 
 /* Writes per-expert use counts (the learned hotlist, usage.waste format) to
  * path; the next open with this file as its hotlist pre-warms the cache. */

@@ -2,6 +2,7 @@
 #include "sluice/sluice.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <new>
@@ -91,7 +92,24 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     opt.use_cache = cfg.no_cache == 0;
     if (cfg.io_threads < -1 || cfg.io_threads > 64)
         return fail(ctx, SLUICE_E_ARG, "sluice_open: io_threads must be in [-1, 64]");
-    opt.io_threads = cfg.io_threads == 0 ? 2 : (cfg.io_threads < 0 ? 0 : cfg.io_threads);
+    if (cfg.io_depth < 0 || cfg.io_depth > 256)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: io_depth must be in [0, 256]");
+    // -1 io_threads: synchronous reads. Otherwise reads in flight: io_depth,
+    // else io_threads (its meaning before io_depth existed), else 8: the
+    // depth at which random record-sized O_DIRECT reads reached the disk's
+    // best rate here (bench/disk_probe, docs/PERF.md).
+    opt.io_depth = cfg.io_threads < 0 ? 0 : cfg.io_depth > 0 ? cfg.io_depth : cfg.io_threads > 0 ? cfg.io_threads : 8;
+    if (cfg.io_engine < SLUICE_IO_AUTO || cfg.io_engine > SLUICE_IO_THREADS)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: unknown io_engine");
+    opt.io_engine = cfg.io_engine == SLUICE_IO_URING     ? sluice::IoEngine::uring
+                    : cfg.io_engine == SLUICE_IO_THREADS ? sluice::IoEngine::threads
+                                                         : sluice::IoEngine::automatic;
+    if (cfg.cache_policy) {
+        if (!sluice::make_cache_policy(cfg.cache_policy, 1))
+            return fail(ctx, SLUICE_E_ARG, std::string("sluice_open: unknown cache_policy \"") + cfg.cache_policy +
+                                               "\" (expected " + sluice::cache_policy_names() + ")");
+        opt.cache_policy = cfg.cache_policy;
+    }
     opt.readahead = cfg.no_readahead == 0;
     opt.lookahead = cfg.no_lookahead == 0;
     opt.direct_io = cfg.no_direct_io == 0;
@@ -247,7 +265,16 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->seconds_io_wait = ss.io_wait_seconds;
     out->seconds_read = ss.read_seconds;
     out->experts_prefetched = ss.prefetched;
-    out->experts_prefetch_used = ss.prefetch_used;
+    out->experts_prefetch_used = ss.readahead_hits;
+    out->expert_fetches = ss.fetches;
+    out->expert_readahead_hits = ss.readahead_hits;
+    out->expert_sync_reads = ss.sync_reads;
+    out->lookahead_guesses = ss.guesses;
+    out->lookahead_guesses_used = ss.guesses_used;
+    out->lookahead_guesses_dropped = ss.guesses_dropped;
+    out->io_depth = ss.io_depth;
+    std::snprintf(out->io_engine, sizeof out->io_engine, "%s", ss.io_engine.c_str());
+    std::snprintf(out->cache_policy, sizeof out->cache_policy, "%s", ss.policy.c_str());
     out->cache_bytes = ctx->engine.memory_plan().cache;
     out->cache_bytes_used = ss.cache_bytes_used;
     out->direct_io = ss.direct_io ? 1 : 0;
@@ -349,3 +376,22 @@ size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap) {
 }
 
 }  // extern "C"
+
+sluice_status sluice_bench_route_replay(sluice_ctx *ctx, const char *trace_path, const char *ack) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!ack || std::strcmp(ack, "meaningless-logits") != 0)
+        return fail(ctx, SLUICE_E_ARG,
+                    "sluice_bench_route_replay: benchmark only; pass ack \"meaningless-logits\" to accept that the "
+                    "logits become meaningless");
+    if (ctx->engine.n_past() != 0)
+        return fail(ctx, SLUICE_E_STATE, "sluice_bench_route_replay: call it on a fresh session (n_past 0)");
+    if (!trace_path) {
+        ctx->engine.set_route_replay(nullptr);
+        return SLUICE_OK;
+    }
+    auto tr = std::make_shared<sluice::RouteTrace>();
+    sluice::Status st = sluice::load_route_trace(trace_path, tr.get());
+    if (!st) return fail(ctx, st);
+    ctx->engine.set_route_replay(tr);
+    return SLUICE_OK;
+}

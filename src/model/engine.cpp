@@ -33,7 +33,9 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     // read-ahead allowance; with one, read-ahead lands in the cache.
     so.cache_bytes = opt_.use_cache ? plan_.cache - plan_.min_cache / 2 : 0;
     so.prefetch_bytes = opt_.use_cache ? plan_.min_cache / 2 : plan_.min_cache;
-    so.io_threads = opt_.io_threads;
+    so.io_depth = opt_.io_depth;
+    so.io_engine = opt_.io_engine;
+    so.policy = opt_.cache_policy;
     so.direct = opt_.direct_io;
     so.verify_crc = opt_.verify_records;
     experts_ = std::make_unique<ExpertStore>(c_, geom_, so);
@@ -44,8 +46,12 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
         Status hs = load_hotlist(path, &hot);
         if (hs) {
             std::vector<std::pair<int, int>> order;
-            for (const HotEntry &h : hot) order.push_back({h.layer, h.expert});
-            SLUICE_TRY(experts_->preload(order));
+            std::vector<uint32_t> counts;
+            for (const HotEntry &h : hot) {
+                order.push_back({h.layer, h.expert});
+                counts.push_back(h.hits);
+            }
+            SLUICE_TRY(experts_->preload(order, counts));
         } else if (!opt_.hotlist.empty()) {
             return hs;  // a named hotlist must load; the default one is optional
         }

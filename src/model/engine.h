@@ -12,6 +12,7 @@
 #include "model/weights.h"
 #include "runtime/expert_store.h"
 #include "runtime/memory_plan.h"
+#include "runtime/route_trace.h"
 
 namespace sluice {
 
@@ -37,7 +38,9 @@ struct EngineOptions {
     // Expert streaming (issue 5). Placement options change timing only.
     uint64_t budget = 0;         // RAM budget in bytes; 0 = choose (see memory_plan.h)
     bool use_cache = true;       // expert cache of budget - floor (+ the minimum)
-    int io_threads = 2;          // background readers; 0 = synchronous reads only
+    int io_depth = 8;            // reads in flight; 0 = synchronous reads only
+    IoEngine io_engine = IoEngine::automatic;  // io_uring where the kernel allows it, else threads
+    std::string cache_policy = "freq";
     bool readahead = true;       // request a layer's routed experts as soon as the router decides
     bool lookahead = true;       // guess the next layer's experts from the current hidden state
     bool direct_io = true;       // O_DIRECT with a buffered fallback
@@ -47,6 +50,10 @@ struct EngineOptions {
     bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
     double vq4p_band = 1e-4;  // ... within this many code units of it
     Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
+    // Benchmark only: each MoE layer uses these experts (per token, per MoE
+    // layer ordinal, cycling) instead of its router's choice. The logits
+    // are meaningless; the access pattern is real. Empty = off.
+    std::shared_ptr<const RouteTrace> route_replay;
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -74,6 +81,7 @@ public:
     ExpertStats expert_stats() const { return experts_->stats(); }
     StoreStats store_stats() const { return experts_->store_stats(); }
     const MemoryPlan &memory_plan() const { return plan_; }
+    void set_route_replay(std::shared_ptr<const RouteTrace> tr) { opt_.route_replay = std::move(tr); }
     // Writes the learned hotlist (per-expert use counts) to path.
     Status save_usage(const std::string &path) const;
     // Entries within vq4p_band code units of a rounding boundary, closest
@@ -108,6 +116,7 @@ private:
     void dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out);
     Status moe_ffn(int L, const float *Hn, int64_t n, float *out);
     void route(const MoeWeights &mw, const float *logits, int64_t n, int *sel, float *wt) const;
+    void replay_routes(int L, int64_t n, int *sel) const;
     void act(float *a, const float *b, int64_t n) const;  // a <- act(a, b)
     void attn_res(const std::vector<const float *> &vs, const float *norm, const float *proj, float *out) const;
     void init_rope();

@@ -108,6 +108,29 @@ void Engine::route(const MoeWeights &mw, const float *logits, int64_t n, int *se
     }
 }
 
+// Benchmark-only route replay: the trace's experts for this position and
+// MoE layer replace the router's (ids folded into range, duplicates moved
+// to the next free id, so a token still has k distinct experts). The
+// router's weights are kept: the numbers are meaningless by design.
+void Engine::replay_routes(int L, int64_t n, int *sel) const {
+    const RouteTrace &tr = *opt_.route_replay;
+    const ModelConfig &cfg = c_.config();
+    const int64_t E = cfg.n_experts, k = cfg.top_k;
+    int m = 0;
+    for (int i = 0; i < L; i++) m += w_.layers[(size_t)i].moe ? 1 : 0;
+    m %= tr.moe_layers;
+    for (int64_t t = 0; t < n; t++) {
+        const std::vector<int> &ids = tr.tokens[(size_t)(pos_ + t) % tr.tokens.size()][(size_t)m];
+        std::vector<char> used((size_t)E, 0);
+        for (int64_t j = 0; j < k; j++) {
+            int e = (int)((ids[(size_t)j % ids.size()] + (int64_t)(j / (int64_t)ids.size())) % E);
+            while (used[(size_t)e]) e = (int)((e + 1) % E);
+            used[(size_t)e] = 1;
+            sel[t * k + j] = e;
+        }
+    }
+}
+
 Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     const ModelConfig &cfg = c_.config();
     const MoeWeights &mw = w_.layers[(size_t)L].moe_w;
@@ -123,6 +146,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     std::vector<int> sel((size_t)(n * k));
     std::vector<float> wt((size_t)(n * k));
     route(mw, logits.data(), n, sel.data(), wt.data());
+    if (opt_.route_replay) replay_routes(L, n, sel.data());
 
     // Read-ahead: request every routed record now, so the reads overlap the
     // shared expert and the table builds below.

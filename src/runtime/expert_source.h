@@ -3,7 +3,9 @@
 // direct and read ahead in the streaming runtime) is this interface's
 // business and never changes the bytes returned.
 #pragma once
+#include <atomic>
 #include <memory>
+#include <thread>
 #include <mutex>
 #include <vector>
 
@@ -58,6 +60,8 @@ private:
     mutable std::mutex mu_;
     std::vector<uint8_t *> free_;
     size_t fallbacks_ = 0;
+    std::atomic<bool> stop_populate_{false};
+    std::thread populate_;  // pre-faults the slots in the background
 };
 
 struct ExpertBuffer {

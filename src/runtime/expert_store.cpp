@@ -1,5 +1,6 @@
 #include "runtime/expert_store.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -11,34 +12,32 @@ namespace {
 double now_s() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
+std::string where(const File &f, int layer, int expert) {
+    return f.path() + ": expert " + std::to_string(expert) + " of layer " + std::to_string(layer);
+}
 }  // namespace
 
 ExpertStore::ExpertStore(const Container &c, const ExpertGeom &geom, const StoreOptions &opt)
     : c_(c), geom_(geom), opt_(opt) {}
 
 ExpertStore::~ExpertStore() {
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        stop_ = true;
-    }
-    cv_io_.notify_all();
-    for (auto &t : threads_) t.join();
+    queue_.reset();  // every read lands (or is cancelled) while the store is whole
 }
 
 Status ExpertStore::init() {
     st_.direct_io = opt_.direct;
     for (const auto &[L, b] : c_.manifest().banks) {
-        File f;
+        Bank bank;
         const std::string path = c_.dir() + "/" + b.file;
-        Status s = opt_.direct ? f.open_read(path, true) : f.open_read(path, false);
-        if (!s && opt_.direct) {
-            // tmpfs and some FUSE filesystems refuse O_DIRECT at open (EINVAL):
-            // fall back to buffered reads and say so in the stats.
-            st_.direct_io = false;
-            s = f.open_read(path, false);
-        }
-        SLUICE_TRY(s);
-        files_.emplace(L, std::move(f));
+        SLUICE_TRY(bank.buffered.open_read(path, false));
+        // tmpfs and some FUSE filesystems refuse O_DIRECT at open (EINVAL):
+        // reads go buffered and the stats say so.
+        if (opt_.direct && !bank.direct.open_read(path, true)) st_.direct_io = false;
+        if (b.experts <= 0) return format_error(path + ": bank of layer " + std::to_string(L) + " has no experts");
+        bank.experts = b.experts;
+        bank.stride = b.bytes / b.experts;
+        bank.codebook_base = b.codebook_base;
+        banks_.emplace(L, std::move(bank));
     }
     // Every record the store can hold at once: the cache, the read-ahead
     // allowance, and the one the forward pass is using outside both.
@@ -49,141 +48,140 @@ Status ExpertStore::init() {
             return Status(SLUICE_E_NOMEM, "cannot map " + std::to_string(slots) + " expert record buffers of " +
                                               std::to_string(geom_.stride) + " bytes");
     }
-    for (int i = 0; i < opt_.io_threads; i++) threads_.emplace_back([this] { io_loop(); });
+    const size_t cap = geom_.stride > 0 ? (size_t)(opt_.cache_bytes / (uint64_t)geom_.stride) : 0;
+    policy_ = make_cache_policy(opt_.policy, cap);
+    if (!policy_)
+        return arg_error("unknown cache policy \"" + opt_.policy + "\" (expected " + cache_policy_names() + ")");
+    st_.policy = policy_->name();
+    if (opt_.io_depth > 0) {
+        queue_ = make_read_queue(opt_.io_engine, opt_.io_depth, &st_.io_note);
+        st_.io_engine = queue_->name();
+        st_.io_depth = queue_->depth();
+        if (opt_.io_engine == IoEngine::uring && st_.io_engine != "io_uring")
+            return unsupported("--io-engine uring: " + st_.io_note);
+    } else {
+        st_.io_engine = "synchronous";
+    }
     return Status::ok();
 }
 
-Status ExpertStore::read_record(int layer, int expert, ExpertRef *out) {
-    auto bank = c_.manifest().banks.find(layer);
-    if (bank == c_.manifest().banks.end()) return format_error("layer " + std::to_string(layer) + " has no expert bank");
-    if (expert < 0 || expert >= bank->second.experts)
-        return arg_error("expert " + std::to_string(expert) + " out of range for layer " + std::to_string(layer));
+void ExpertStore::note_io_locked(int delta) {
+    // read_seconds: wall time with at least one read in flight, so that
+    // bytes / read_seconds is the rate the disk delivered to us.
+    const double t = now_s();
+    if (reads_running_ == 0 && delta > 0) busy_since_ = t;
+    reads_running_ += delta;
+    if (reads_running_ == 0 && delta < 0) st_.read_seconds += t - busy_since_;
+}
+
+Status ExpertStore::validate(int layer, int expert, RecordBytes bytes, ExpertRef *out) {
+    const Bank &b = banks_.at(layer);
     ExpertGeom g = geom_;
-    g.stride = bank->second.bytes / bank->second.experts;
+    g.stride = b.stride;
     auto buf = std::make_shared<ExpertBuffer>();
-    buf->bytes = pool_ && (size_t)g.stride <= pool_->slot_bytes() ? pool_->take() : record_alloc((size_t)g.stride);
-    if (!buf->bytes) return Status(SLUICE_E_NOMEM, "cannot allocate an expert record buffer");
-    File &f = files_.at(layer);
-    const uint64_t off = (uint64_t)expert * (uint64_t)g.stride;
-    const double t0 = now_s();
-    size_t done = 0;
-    while (done < (size_t)g.stride) {
-        ssize_t r = ::pread(f.fd(), buf->bytes.get() + done, (size_t)g.stride - done, (off_t)(off + done));
-        if (r < 0 && errno == EINTR) continue;
-        if (r < 0 && errno == EINVAL && f.direct()) {
-            // Direct I/O accepted at open but refused on read: go buffered.
-            File b;
-            SLUICE_TRY(b.open_read(f.path(), false));
-            std::lock_guard<std::mutex> lk(mu_);
-            st_.direct_io = false;
-            f = std::move(b);
-            continue;
-        }
-        if (r <= 0) {
-            return io_error(f.path() + ": expert " + std::to_string(expert) + " of layer " + std::to_string(layer) +
-                            (r < 0 ? std::string(": read failed: ") + std::strerror(errno)
-                                   : ": short read: wanted " + std::to_string(g.stride) + " bytes at offset " +
-                                         std::to_string(off) + ", file has " + std::to_string(f.size())));
-        }
-        done += (size_t)r;
-    }
-    const double t1 = now_s();
-    SLUICE_TRY(check_expert_record(buf->bytes.get(), g, layer, expert, bank->second.codebook_base, c_.n_books(),
-                                   opt_.verify_crc, f.path(), &buf->view));
+    buf->bytes = std::move(bytes);
+    SLUICE_TRY(check_expert_record(buf->bytes.get(), g, layer, expert, b.codebook_base, c_.n_books(), opt_.verify_crc,
+                                   b.buffered.path(), &buf->view));
     buf->layer = layer;
     buf->expert = expert;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        st_.reads++;
-        st_.bytes_read += (uint64_t)g.stride;
-        st_.read_seconds += t1 - t0;
-    }
     *out = std::move(buf);
     return Status::ok();
 }
 
-void ExpertStore::evict_locked(uint64_t need) {
-    // LFRU: among records nobody is using, drop the one with the lowest
-    // frequency weighted by recency (hits halve in weight per `window`
-    // accesses since last use), ties to the oldest.
-    const double window = 256.0;
-    while (used_bytes_ + need > opt_.cache_bytes && !cache_.empty()) {
-        auto victim = cache_.end();
-        double best = 0;
-        for (auto it = cache_.begin(); it != cache_.end(); ++it) {
-            double score = (double)(it->second.hits + 1) / (1.0 + (double)(clock_ - it->second.last) / window);
-            const bool better = victim == cache_.end() || score < best ||
-                                (score == best && it->second.last < victim->second.last);
-            // The pin test reads the shared_ptr's control block, a cache
-            // miss per entry: only for entries that would win. Same victim
-            // (the lowest-scoring unpinned entry); at an 8 GB budget the
-            // scan was 3.6 % of decode.
-            if (better && it->second.ref.use_count() <= 1) {
-                victim = it;
-                best = score;
-            }
-        }
-        if (victim == cache_.end()) return;  // everything pinned
-        if (victim->second.prefetched) st_.prefetch_wasted++;
-        used_bytes_ -= (uint64_t)geom_.stride;
-        cache_.erase(victim);
+Status ExpertStore::read_sync(int layer, int expert, ExpertRef *out) {
+    const Bank &b = banks_.at(layer);
+    RecordBytes bytes = pool_ && (size_t)b.stride <= pool_->slot_bytes() ? pool_->take() : record_alloc((size_t)b.stride);
+    if (!bytes) return Status(SLUICE_E_NOMEM, "cannot allocate an expert record buffer");
+    const uint64_t off = (uint64_t)expert * (uint64_t)b.stride;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        note_io_locked(+1);
     }
+    Status s = b.direct.is_open() ? b.direct.pread_all(bytes.get(), (size_t)b.stride, off)
+                                  : b.buffered.pread_all(bytes.get(), (size_t)b.stride, off);
+    if (!s && b.direct.is_open()) {
+        // Direct I/O accepted at open but refused on read (EINVAL on some
+        // filesystems): the buffered descriptor reads the same bytes.
+        s = b.buffered.pread_all(bytes.get(), (size_t)b.stride, off);
+        if (s) {
+            std::lock_guard<std::mutex> lk(mu_);
+            st_.direct_io = false;
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        note_io_locked(-1);
+        if (s) {
+            st_.reads++;
+            st_.bytes_read += (uint64_t)b.stride;
+        }
+    }
+    if (!s) return io_error(where(b.buffered, layer, expert) + ": " + s.message());
+    return validate(layer, expert, std::move(bytes), out);
 }
 
-void ExpertStore::insert_locked(Key k, const ExpertRef &ref, bool prefetched) {
-    if (opt_.cache_bytes < (uint64_t)geom_.stride || cache_.count(k)) return;
-    evict_locked((uint64_t)geom_.stride);
-    if (used_bytes_ + (uint64_t)geom_.stride > opt_.cache_bytes) return;
-    Entry e;
-    e.ref = ref;
-    e.last = ++clock_;
-    e.prefetched = prefetched;
-    cache_.emplace(k, std::move(e));
-    used_bytes_ += (uint64_t)geom_.stride;
+void ExpertStore::insert_locked(Key k, const ExpertRef &ref) {
+    const uint64_t stride = (uint64_t)geom_.stride;
+    if (opt_.cache_bytes < stride || cache_.count(k)) return;
+    // A record somebody else holds is in use (pinned): never the victim.
+    auto pinned = [&](Key q) {
+        auto it = cache_.find(q);
+        return it != cache_.end() && it->second.use_count() > 1;
+    };
+    while (used_bytes_ + stride > opt_.cache_bytes) {
+        Key v;
+        if (!policy_->victim(pinned, &v)) return;  // everything pinned
+        if (!policy_->admit(k, v)) return;         // not worth its place
+        policy_->erased(v);
+        cache_.erase(v);
+        used_bytes_ -= stride;
+    }
+    cache_.emplace(k, ref);
+    policy_->inserted(k);
+    used_bytes_ += stride;
 }
 
 Status ExpertStore::fetch(int layer, int expert, ExpertRef *out) {
-    const Key k = key(layer, expert);
-    std::shared_ptr<Inflight> wait;
+    auto bank = banks_.find(layer);
+    if (bank == banks_.end()) return format_error("layer " + std::to_string(layer) + " has no expert bank");
+    if (expert < 0 || expert >= bank->second.experts)
+        return arg_error("expert " + std::to_string(expert) + " out of range for layer " + std::to_string(layer));
+    const Key k = cache_key(layer, expert);
     {
         std::unique_lock<std::mutex> lk(mu_);
         usage_[k]++;
-        clock_++;
+        st_.fetches++;
+        policy_->access(k);
         if (auto it = cache_.find(k); it != cache_.end()) {
-            it->second.hits++;
-            it->second.last = clock_;
-            if (it->second.prefetched) {
-                it->second.prefetched = false;
-                st_.prefetch_used++;
-            }
-            st_.hits++;
-            *out = it->second.ref;
+            st_.demand_hits++;
+            *out = it->second;
             return Status::ok();
         }
-        st_.misses++;
         if (auto it = inflight_.find(k); it != inflight_.end()) {
-            wait = it->second;
-            const double t0 = now_s();
-            cv_done_.wait(lk, [&] { return wait->done; });
-            st_.io_wait_seconds += now_s() - t0;
-            if (inflight_.count(k) && inflight_[k] == wait) inflight_.erase(k);
+            std::shared_ptr<Inflight> wait = it->second;
+            if (!wait->done) {
+                const double t0 = now_s();
+                cv_done_.wait(lk, [&] { return wait->done; });
+                st_.io_wait_seconds += now_s() - t0;
+            }
+            if (auto again = inflight_.find(k); again != inflight_.end() && again->second == wait) inflight_.erase(again);
             release_locked(*wait);
             if (!wait->st) return wait->st;
-            st_.prefetch_used++;
+            st_.readahead_hits++;
+            if (wait->guess) st_.guesses_used++;
             *out = wait->ref;
-            // The reader may already have moved it into the cache.
-            if (auto c = cache_.find(k); c != cache_.end()) c->second.prefetched = false;
-            insert_locked(k, wait->ref, false);
+            insert_locked(k, wait->ref);
             return Status::ok();
         }
+        st_.sync_reads++;
     }
     const double t0 = now_s();
     ExpertRef ref;
-    Status s = read_record(layer, expert, &ref);
+    Status s = read_sync(layer, expert, &ref);
     std::lock_guard<std::mutex> lk(mu_);
     st_.io_wait_seconds += now_s() - t0;
     if (!s) return s;
-    insert_locked(k, ref, false);
+    insert_locked(k, ref);
     *out = std::move(ref);
     return Status::ok();
 }
@@ -195,87 +193,163 @@ void ExpertStore::release_locked(Inflight &inf) {
     }
 }
 
-void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool speculative) {
-    if (threads_.empty()) return;
-    std::lock_guard<std::mutex> lk(mu_);
-    // Completed read-ahead for layers already passed will never be used.
-    for (auto it = inflight_.begin(); it != inflight_.end();) {
-        const int l = (int)(it->first >> 32);
-        if (it->second->done && l != layer && l != layer - 1) {
-            st_.prefetch_wasted++;
-            release_locked(*it->second);
-            it = inflight_.erase(it);
-        } else {
-            ++it;
-        }
-    }
-    // Guesses only use a disk that would otherwise idle: while certain
-    // reads wait in the queue, a wrong guess would delay them and evict a
-    // cached record. On the 48B-shaped synthetic container unconditional
-    // lookahead read 144 records per token at 8 GB against 122 without it,
-    // and decode was 3 % slower (docs/LEARNED.md, 2026-12-03).
-    if (speculative && !queue_.empty()) return;
-    for (int e : experts) {
-        const Key k = key(layer, e);
-        if (cache_.count(k) || inflight_.count(k)) continue;
-        if (inflight_bytes_ + (uint64_t)geom_.stride > opt_.prefetch_bytes) break;  // allowance spent
-        auto inf = std::make_shared<Inflight>();
-        inf->speculative = speculative;
-        inf->counted = true;
-        inflight_bytes_ += (uint64_t)geom_.stride;
-        inflight_.emplace(k, inf);
-        queue_.emplace_back(k, inf);
-        st_.prefetched++;
-    }
-    cv_io_.notify_all();
-}
-
-void ExpertStore::io_loop() {
-    for (;;) {
-        std::pair<Key, std::shared_ptr<Inflight>> job;
-        {
-            std::unique_lock<std::mutex> lk(mu_);
-            cv_io_.wait(lk, [&] { return stop_ || !queue_.empty(); });
-            if (stop_) return;
-            job = std::move(queue_.front());
-            queue_.pop_front();
-        }
-        ExpertRef ref;
-        Status s = read_record((int)(job.first >> 32), (int)(uint32_t)job.first, &ref);
-        {
-            std::lock_guard<std::mutex> lk(mu_);
-            job.second->st = s;
-            job.second->ref = ref;
-            job.second->done = true;
-            // With room in the cache the record moves there; otherwise it
-            // waits in the in-flight table until fetched or found stale.
-            if (s && opt_.cache_bytes >= (uint64_t)geom_.stride) {
-                auto it = inflight_.find(job.first);
-                if (it != inflight_.end() && it->second == job.second) {
-                    insert_locked(job.first, ref, true);
-                    if (cache_.count(job.first)) {
-                        release_locked(*job.second);
-                        inflight_.erase(it);
-                    }
-                }
+void ExpertStore::landed(Key k, const std::shared_ptr<Inflight> &inf, RecordBytes bytes, ssize_t result) {
+    const int layer = (int)(k >> 32), expert = (int)(uint32_t)k;
+    const Bank &b = banks_.at(layer);
+    Status s;
+    ExpertRef ref;
+    const bool cancelled = result == -ECANCELED;
+    if (!cancelled) {
+        if (result == -EINVAL && b.direct.is_open()) {
+            // O_DIRECT refused on read: the buffered descriptor, here.
+            s = b.buffered.pread_all(bytes.get(), (size_t)b.stride, (uint64_t)expert * (uint64_t)b.stride);
+            if (s) {
+                result = b.stride;
+                std::lock_guard<std::mutex> lk(mu_);
+                st_.direct_io = false;
             }
         }
-        cv_done_.notify_all();
+        if (result < 0)
+            s = io_error(where(b.buffered, layer, expert) + ": read failed: " + std::strerror((int)-result));
+        else if (result < b.stride)
+            s = io_error(where(b.buffered, layer, expert) + ": short read: wanted " + std::to_string(b.stride) +
+                         " bytes at offset " + std::to_string((uint64_t)expert * (uint64_t)b.stride) + ", file has " +
+                         std::to_string(b.buffered.size()));
+        else
+            s = validate(layer, expert, std::move(bytes), &ref);
+    } else {
+        s = io_error(where(b.buffered, layer, expert) + ": read cancelled");
     }
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        note_io_locked(-1);
+        if (!cancelled) {
+            if (result >= b.stride) {
+                st_.reads++;
+                st_.bytes_read += (uint64_t)b.stride;
+            }
+        }
+        inf->st = s;
+        inf->ref = std::move(ref);
+        inf->done = true;
+        if (inf->orphan) {
+            // Nobody will fetch it: its buffer goes back now, not at the
+            // next layer's clean-up.
+            st_.prefetch_wasted++;
+            release_locked(*inf);
+            inf->ref.reset();
+        }
+    }
+    cv_done_.notify_all();
 }
 
-Status ExpertStore::preload(const std::vector<std::pair<int, int>> &order) {
+void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool speculative) {
+    if (!queue_) return;
+    auto bank = banks_.find(layer);
+    if (bank == banks_.end()) return;
+    std::vector<std::unique_ptr<ReadJob>> cancelled;
+    std::vector<std::unique_ptr<ReadJob>> jobs;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        // Landed read-ahead for layers already passed will never be used.
+        for (auto it = inflight_.begin(); it != inflight_.end();) {
+            const int l = (int)(it->first >> 32);
+            if (it->second->done && l != layer && l != layer - 1) {
+                st_.prefetch_wasted++;
+                release_locked(*it->second);
+                it = inflight_.erase(it);
+            } else {
+                ++it;
+            }
+        }
+        if (!speculative) {
+            // The router has decided this layer: guesses it did not pick are
+            // stale. Queued ones are withdrawn; ones in flight are orphaned
+            // and free their buffer the moment they land. Nobody blocks.
+            auto picked = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
+            for (auto it = inflight_.begin(); it != inflight_.end();) {
+                if ((int)(it->first >> 32) == layer && it->second->guess && !picked((int)(uint32_t)it->first)) {
+                    if (it->second->done) {
+                        st_.prefetch_wasted++;
+                        release_locked(*it->second);
+                    } else {
+                        it->second->orphan = true;
+                    }
+                    it = inflight_.erase(it);
+                } else {
+                    ++it;
+                }
+            }
+        } else if (!queue_->guesses_only_idle()) {
+            // Guesses only use a disk that would otherwise idle: behind
+            // certain reads they would still hold the allowance and a
+            // cache slot. Unconditional lookahead read 144 records per
+            // token at 8 GB against 122 without it (LEARNED, 2026-12-03).
+            return;
+        }
+        const int64_t stride = bank->second.stride;
+        for (int e : experts) {
+            if (e < 0 || e >= bank->second.experts) continue;
+            const Key k = cache_key(layer, e);
+            if (cache_.count(k) || inflight_.count(k)) continue;
+            if (inflight_bytes_ + (uint64_t)stride > opt_.prefetch_bytes) break;  // allowance spent
+            RecordBytes bytes =
+                pool_ && (size_t)stride <= pool_->slot_bytes() ? pool_->take() : record_alloc((size_t)stride);
+            if (!bytes) break;
+            auto inf = std::make_shared<Inflight>();
+            inf->guess = speculative;
+            inf->counted = true;
+            inflight_bytes_ += (uint64_t)stride;
+            inflight_.emplace(k, inf);
+            st_.prefetched++;
+            if (speculative) st_.guesses++;
+            note_io_locked(+1);
+            auto job = std::make_unique<ReadJob>();
+            const Bank &b = bank->second;
+            job->fd = b.direct.is_open() ? b.direct.fd() : b.buffered.fd();
+            job->buf = bytes.get();
+            job->len = (size_t)stride;
+            job->off = (uint64_t)e * (uint64_t)stride;
+            job->guess = speculative;
+            job->tag = k;
+            auto holder = std::make_shared<RecordBytes>(std::move(bytes));
+            job->done = [this, k, inf, holder](ssize_t r) { landed(k, inf, std::move(*holder), r); };
+            jobs.push_back(std::move(job));
+        }
+    }
+    for (auto &j : jobs) queue_->push(std::move(j));
+    if (!speculative) {
+        // Queued guesses for this layer that the router did not pick.
+        auto picked = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
+        cancelled = queue_->cancel_guesses([&](const ReadJob &j) {
+            return (int)(j.tag >> 32) == layer && !picked((int)(uint32_t)j.tag);
+        });
+    }
+    if (!cancelled.empty()) {
+        std::lock_guard<std::mutex> lk(mu_);
+        st_.guesses_dropped += cancelled.size();
+    }
+    for (auto &j : cancelled) j->done(-ECANCELED);
+}
+
+Status ExpertStore::preload(const std::vector<std::pair<int, int>> &order, const std::vector<uint32_t> &counts) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        for (size_t i = 0; i < order.size() && i < counts.size(); i++)
+            policy_->seed(cache_key(order[i].first, order[i].second), counts[i]);
+    }
     for (const auto &[l, e] : order) {
         {
             std::lock_guard<std::mutex> lk(mu_);
             if (used_bytes_ + (uint64_t)geom_.stride > opt_.cache_bytes) break;
-            if (cache_.count(key(l, e))) continue;
+            if (cache_.count(cache_key(l, e))) continue;
         }
-        if (!c_.manifest().banks.count(l) || e < 0 || e >= c_.config().n_experts) continue;  // unknown: skip
+        auto b = banks_.find(l);
+        if (b == banks_.end() || e < 0 || e >= b->second.experts) continue;  // unknown: skip
         ExpertRef ref;
-        SLUICE_TRY(read_record(l, e, &ref));
+        SLUICE_TRY(read_sync(l, e, &ref));
         std::lock_guard<std::mutex> lk(mu_);
-        insert_locked(key(l, e), ref, false);
+        insert_locked(cache_key(l, e), ref);
     }
     return Status::ok();
 }
@@ -285,8 +359,8 @@ ExpertStats ExpertStore::stats() const {
     ExpertStats s;
     s.reads = st_.reads;
     s.bytes_read = st_.bytes_read;
-    s.cache_hits = st_.hits;
-    s.cache_misses = st_.misses;
+    s.cache_hits = st_.demand_hits;
+    s.cache_misses = st_.fetches - st_.demand_hits;
     return s;
 }
 
@@ -296,6 +370,7 @@ StoreStats ExpertStore::store_stats() const {
     s.cache_bytes_used = used_bytes_;
     s.cache_entries = cache_.size();
     s.pool_fallbacks = pool_ ? pool_->fallbacks() : 0;
+    if (reads_running_ > 0) s.read_seconds += now_s() - busy_since_;
     return s;
 }
 

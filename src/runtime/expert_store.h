@@ -1,19 +1,20 @@
-// Streams routed experts from disk under a byte budget: one aligned pread
-// per record (O_DIRECT where the filesystem allows it), a pool of I/O
-// threads for read-ahead and router lookahead, and a bounded LFRU cache.
+// Streams routed experts from disk under a byte budget: one aligned read
+// per record (O_DIRECT where the filesystem allows it) through a read queue
+// (io_uring or threads, `io_depth` reads in flight), and a bounded cache
+// whose eviction and admission follow a CachePolicy.
 // Placement never changes results: every record is validated the same way
 // whichever path brought it in, and the bytes are the file's bytes.
 #pragma once
 #include <condition_variable>
-#include <deque>
-#include <list>
+#include <memory>
 #include <mutex>
-#include <thread>
+#include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "runtime/cache_policy.h"
 #include "runtime/expert_source.h"
+#include "runtime/read_queue.h"
 
 namespace sluice {
 
@@ -23,20 +24,28 @@ struct StoreOptions {
     // bytes outside the cache (the floor's 2 x top-k allowance); requests
     // beyond it are dropped, so read-ahead can never break the budget.
     uint64_t prefetch_bytes = 0;
-    int io_threads = 2;        // 0 = synchronous reads only (no read-ahead)
+    int io_depth = 8;          // reads in flight; 0 = synchronous reads only (no read-ahead)
+    IoEngine io_engine = IoEngine::automatic;
+    std::string policy = "freq";
     bool direct = true;        // O_DIRECT, with a buffered fallback
     bool verify_crc = false;
 };
 
 struct StoreStats {
     uint64_t reads = 0, bytes_read = 0;
-    uint64_t hits = 0, misses = 0;
-    uint64_t prefetched = 0, prefetch_used = 0, prefetch_wasted = 0;
+    uint64_t fetches = 0;          // records the forward pass asked for
+    uint64_t demand_hits = 0;      // ... that were in the cache
+    uint64_t readahead_hits = 0;   // ... that read-ahead had in flight or landed
+    uint64_t sync_reads = 0;       // ... read while the forward pass waited, unannounced
+    uint64_t prefetched = 0, prefetch_wasted = 0;
+    uint64_t guesses = 0, guesses_used = 0, guesses_dropped = 0;
     double io_wait_seconds = 0;  // time fetch() spent blocked on a read
-    double read_seconds = 0;     // time inside pread, summed over threads
+    double read_seconds = 0;     // wall time with at least one read in flight
     bool direct_io = false;      // false when the filesystem refused O_DIRECT
     uint64_t cache_bytes_used = 0, cache_entries = 0;
     uint64_t pool_fallbacks = 0;  // reads that found every pooled buffer taken
+    std::string io_engine, policy, io_note;  // what runs, and why io_uring does not (if so)
+    int io_depth = 0;
 };
 
 class ExpertStore final : public ExpertSource {
@@ -44,57 +53,60 @@ public:
     ExpertStore(const Container &c, const ExpertGeom &geom, const StoreOptions &opt);
     ~ExpertStore() override;
 
-    Status init();  // opens the banks (direct or buffered)
+    Status init();  // opens the banks (direct or buffered), the pool and the read queue
     Status fetch(int layer, int expert, ExpertRef *out) override;
-    // Starts reads in the background for records not cached or in flight.
-    // `speculative` marks router-lookahead guesses (counted separately).
+    // Starts reads for records not cached or in flight. Certain reads
+    // (`speculative` false: the router decided) cancel the layer's queued
+    // guesses that the router did not pick and go out before any guess.
     void prefetch(int layer, const std::vector<int> &experts, bool speculative);
-    // Loads records into the cache in the given order until it is full.
-    Status preload(const std::vector<std::pair<int, int>> &order);
+    // Loads records into the cache in the given order until it is full; the
+    // counts (may be empty) seed the policy's frequencies.
+    Status preload(const std::vector<std::pair<int, int>> &order, const std::vector<uint32_t> &counts);
     ExpertStats stats() const override;
     StoreStats store_stats() const;
     // Per-(layer, expert) use counts since open, for the learned hotlist.
     std::vector<std::pair<std::pair<int, int>, uint32_t>> usage() const;
 
 private:
-    struct Entry {
-        ExpertRef ref;
-        uint64_t hits = 0, last = 0;
-        bool prefetched = false;  // brought in by a prefetch, not yet used
-    };
     struct Inflight {
         bool done = false;
         Status st;
         ExpertRef ref;
-        bool speculative = false;
+        bool guess = false;
         bool counted = false;  // holds prefetch allowance
+        bool orphan = false;   // dropped from the table: free on landing
     };
-    void release_locked(Inflight &inf);
-    using Key = uint64_t;
-    static Key key(int l, int e) { return ((uint64_t)(uint32_t)l << 32) | (uint32_t)e; }
+    using Key = CacheKey;
 
-    Status read_record(int layer, int expert, ExpertRef *out);
-    void io_loop();
-    void insert_locked(Key k, const ExpertRef &ref, bool prefetched);
-    void evict_locked(uint64_t need);
+    Status validate(int layer, int expert, RecordBytes bytes, ExpertRef *out);
+    Status read_sync(int layer, int expert, ExpertRef *out);
+    void landed(Key k, const std::shared_ptr<Inflight> &inf, RecordBytes bytes, ssize_t result);
+    void release_locked(Inflight &inf);
+    void insert_locked(Key k, const ExpertRef &ref);
+    void note_io_locked(int delta);
 
     const Container &c_;
     ExpertGeom geom_;
     StoreOptions opt_;
-    std::unordered_map<int, File> files_;
+    struct Bank {
+        File direct, buffered;  // direct may be closed (refused or off)
+        int64_t stride = 0, experts = 0, codebook_base = 0;
+    };
+    std::unordered_map<int, Bank> banks_;
 
     mutable std::mutex mu_;
-    std::condition_variable cv_io_, cv_done_;
-    std::unordered_map<Key, Entry> cache_;
+    std::condition_variable cv_done_;
+    std::unordered_map<Key, ExpertRef> cache_;
+    std::unique_ptr<CachePolicy> policy_;
     std::unordered_map<Key, std::shared_ptr<Inflight>> inflight_;
-    std::deque<std::pair<Key, std::shared_ptr<Inflight>>> queue_;
     std::unordered_map<Key, uint32_t> usage_;
-    uint64_t clock_ = 0, used_bytes_ = 0;
+    uint64_t used_bytes_ = 0;
     uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
+    int reads_running_ = 0;
+    double busy_since_ = 0;
     StoreStats st_;
-    bool stop_ = false;
-    std::vector<std::thread> threads_;
-    std::shared_ptr<RecordPool> pool_;  // declared last: buffers return here while members die
+    std::shared_ptr<RecordPool> pool_;  // before queue_: buffers return here while the queue drains
+    std::unique_ptr<ReadQueue> queue_;  // declared last: destroyed first, so no read lands in a dead store
 };
 
 }  // namespace sluice

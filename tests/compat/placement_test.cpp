@@ -22,6 +22,9 @@ struct Placement {
     int no_cache, io_threads, no_readahead, no_lookahead, no_direct, chunk;
     const char *hotlist;
     int threads = 0;  // 0 = the default
+    int io_engine = SLUICE_IO_AUTO, io_depth = 0;
+    const char *policy = nullptr;
+    int cache_records = 0;  // > 0: a budget whose expert cache holds this many records (forces evictions)
 };
 
 std::vector<float> run_all(const std::string &model, const std::vector<int32_t> &ids, const Placement &p,
@@ -37,6 +40,18 @@ std::vector<float> run_all(const std::string &model, const std::vector<int32_t> 
     cfg.hotlist = p.hotlist;
     cfg.no_hotlist = p.hotlist ? 0 : 1;
     cfg.n_threads = p.threads;
+    cfg.io_engine = p.io_engine;
+    cfg.io_depth = p.io_depth;
+    cfg.cache_policy = p.policy;
+    if (p.cache_records > 0) {
+        // The floor depends on the chunk: ask an engine opened like this one.
+        sluice_ctx *probe = nullptr;
+        sluice_memory_plan plan{};
+        EXPECT_EQ(sluice_open(model.c_str(), &cfg, &probe), SLUICE_OK) << sluice_last_error(probe);
+        EXPECT_EQ(sluice_memory_plan_get(probe, &plan), SLUICE_OK);
+        sluice_close(probe);
+        cfg.budget_bytes = plan.floor + (uint64_t)p.cache_records * plan.record_bytes - plan.min_cache / 2;
+    }
     sluice_ctx *ctx = nullptr;
     sluice_status st = sluice_open(model.c_str(), &cfg, &ctx);
     EXPECT_EQ(st, SLUICE_OK) << sluice_last_error(ctx);
@@ -78,6 +93,10 @@ TEST_P(Placements, BitIdentical) {
         {"4 I/O threads, chunk 64", 0, 4, 0, 0, 0, 64, nullptr},
         {"direct I/O requested", 0, 2, 0, 0, 0, 1, nullptr},
         {"hotlist preloaded", 0, 2, 0, 0, 0, 1, hot.c_str()},
+        {"threads engine, depth 1, lru", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_THREADS, 1, "lru"},
+        {"threads engine, depth 8, lfru", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_THREADS, 8, "lfru"},
+        {"auto engine (io_uring), depth 3, freq", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_AUTO, 3, "freq"},
+        {"auto engine (io_uring), depth 8, no cache", 1, 0, 0, 0, 0, 64, nullptr, 0, SLUICE_IO_AUTO, 8, nullptr},
     };
     for (const Placement &p : variants) {
         sluice_stats s;
@@ -144,6 +163,13 @@ TEST(PlacementsGenerated, BitIdentical) {
         {"chunk 7, 4 I/O threads, 2 threads", 0, 4, 0, 0, 0, 7, nullptr, 2},
         {"hotlist preloaded, 2 threads", 0, 2, 0, 0, 0, 1, hot.c_str(), 2},
         {"buffered I/O, 1 thread", 0, 2, 0, 0, 1, 1, nullptr, 1},
+        {"threads engine depth 1, lru, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_THREADS, 1, "lru"},
+        {"threads engine depth 8, lfru, chunk 5, 3 threads", 0, 0, 0, 0, 0, 5, nullptr, 3, SLUICE_IO_THREADS, 8, "lfru"},
+        {"auto engine (io_uring) depth 16, freq, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 16, "freq"},
+        {"auto engine (io_uring) depth 4, no cache, chunk 64", 1, 0, 0, 0, 0, 64, nullptr, 2, SLUICE_IO_AUTO, 4, nullptr},
+        {"12-record cache, freq, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 8, "freq", 12},
+        {"12-record cache, lfru, chunk 3", 0, 0, 0, 0, 0, 3, nullptr, 2, SLUICE_IO_THREADS, 2, "lfru", 12},
+        {"12-record cache, lru, hotlist, 1 thread", 0, 0, 0, 0, 0, 1, hot.c_str(), 1, SLUICE_IO_AUTO, 8, "lru", 12},
     };
     int checked = 0;
     for (const Placement &p : variants) {
