@@ -2,6 +2,7 @@
 // selected at run time.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "quant/kernels.h"
@@ -112,16 +113,76 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
     }
 }
 
+
+// The VQ product with AVX2 gathers, eight rows per register. Loop order and
+// tiles are the scalar kernel's (kVqTile vector positions, every 64-row
+// block of the range per tile, partial sums in y between tiles), and each
+// lane adds its row's entries v-major then by stage with plain adds, so the
+// bits equal the scalar kernel's (tests/unit/kernels_test.cpp checks every
+// backend). The scalar kernel is latency-bound on its dependent
+// load-load-add chain per lookup; a gather does eight independent lookups.
+// Row ranges not aligned to 8 and S > 3 go to the scalar kernel.
+void vq_gemv_u8(const float *T, const uint8_t *idx, int64_t nv, int S, int E, const float *scale, float *y,
+                int64_t r0, int64_t r1) {
+    const auto scalar = kernels_scalar().vq_gemv_u8;
+    const int64_t a0 = (r0 + 7) & ~(int64_t)7, a1 = r1 & ~(int64_t)7;
+    if (S < 1 || S > 3 || a0 >= a1) {
+        scalar(T, idx, nv, S, E, scale, y, r0, r1);
+        return;
+    }
+    if (r0 < a0) scalar(T, idx, nv, S, E, scale, y, r0, a0);
+    if (a1 < r1) scalar(T, idx, nv, S, E, scale, y, a1, r1);
+    // Stage s of row i of an 8-row group is code byte S*i + s (at most byte
+    // 23): one shuffle of the low 16 bytes and one of the next 8 pick them.
+    __m128i pick_lo[3], pick_hi[3];
+    for (int s = 0; s < S; s++) {
+        alignas(16) int8_t lo[16], hi[16];
+        for (int i = 0; i < 16; i++) lo[i] = hi[i] = -128;  // zero the byte
+        for (int i = 0; i < 8; i++) {
+            const int p = S * i + s;
+            if (p < 16) lo[i] = (int8_t)p;
+            else hi[i] = (int8_t)(p - 16);
+        }
+        pick_lo[s] = _mm_load_si128((const __m128i *)lo);
+        pick_hi[s] = _mm_load_si128((const __m128i *)hi);
+    }
+    const int cb = 8 * S;  // code bytes per group
+    for (int64_t v0 = 0; v0 < nv; v0 += kVqTile) {
+        const int64_t v1 = std::min(nv, v0 + kVqTile);
+        for (int64_t b0 = a0 & ~(int64_t)63; b0 < a1; b0 += 64) {
+            const int64_t g0 = std::max(b0, a0), g1 = std::min(b0 + 64, a1);
+            const uint8_t *blk = idx + (b0 >> 6) * nv * 64 * S;
+            for (int64_t g = g0; g < g1; g += 8) {
+                __m256 acc = v0 == 0 ? _mm256_setzero_ps() : _mm256_loadu_ps(y + g);
+                for (int64_t v = v0; v < v1; v++) {
+                    const uint8_t *u = blk + (v * 64 + (g - b0)) * S;
+                    // 8 or 16 + 8 code bytes; never past the group's own.
+                    const __m128i c0 = cb >= 16 ? _mm_loadu_si128((const __m128i *)u) : _mm_loadl_epi64((const __m128i *)u);
+                    const __m128i c1 = cb > 16 ? _mm_loadl_epi64((const __m128i *)(u + 16)) : _mm_setzero_si128();
+                    const float *t = T + v * S * E;
+                    for (int s = 0; s < S; s++) {
+                        const __m128i b = _mm_or_si128(_mm_shuffle_epi8(c0, pick_lo[s]), _mm_shuffle_epi8(c1, pick_hi[s]));
+                        const __m256i ix = _mm256_cvtepu8_epi32(b);
+                        acc = _mm256_add_ps(acc, _mm256_i32gather_ps(t + s * E, ix, 4));
+                    }
+                }
+                if (v1 == nv) acc = _mm256_mul_ps(_mm256_loadu_ps(scale + g), acc);
+                _mm256_storeu_ps(y + g, acc);
+            }
+        }
+    }
+}
+
 }  // namespace
 
-// VQ products: the shared block-major scalar kernels (exact, L1-resident).
+// VQ4P's product stays the shared scalar kernel (exact, L1-resident).
 const Kernels *kernels_avx2() {
     static const Kernels k = {
         "avx2",
         {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
         dot_f32,
         vq_table,
-        kernels_scalar().vq_gemv_u8,
+        vq_gemv_u8,
         kernels_scalar().vq_gemv_p6,
     };
     return &k;
