@@ -155,7 +155,7 @@ int main(int argc, char **argv) {
                 std::fprintf(stderr, "bench_budget: --cache-bytes %s: cannot plan\n", argv[i + 1]);
                 return 2;
             }
-            budget = p0.floor + want - p0.min_cache / 2;
+            budget = p0.floor + std::max(want, p0.min_cache / 2) - p0.min_cache / 2;  // the smallest cache a plan has
         }
         else {
             std::fprintf(stderr, "bench_budget: unknown option %s\n", argv[i]);

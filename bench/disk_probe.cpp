@@ -97,8 +97,12 @@ int main(int argc, char **argv) {
     int best_qd = 0;
     for (int qd : depths) {
         size_t n = std::max<size_t>((size_t)(per_depth / (double)rec), (size_t)qd * 4);
-        if (next_slot + n > slots.size()) next_slot = 0;  // small container: reuse (said in the output)
-        const bool reused = next_slot == 0 && qd != depths.front();
+        n = std::min(n, slots.size());
+        bool reused = false;
+        if (next_slot + n > slots.size()) {  // small container: records read again (said in the output)
+            next_slot = 0;
+            reused = true;
+        }
         std::atomic<size_t> next{next_slot};
         const size_t end = next_slot + n;
         std::atomic<bool> failed{false};

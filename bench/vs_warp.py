@@ -49,24 +49,33 @@ def prompt_ids(n, V):
 
 
 def warp(model, ids, gen, cache_mb):
-    wall, rss, lines, _ = run_timed([WARP, model, ",".join(map(str, ids)), "/dev/null", str(gen)],
+    # stdbuf: line-buffered stdout, so each line's arrival time is when warp
+    # printed it (a pipe would otherwise hold everything until exit).
+    wall, rss, lines, _ = run_timed(["stdbuf", "-oL", WARP, model, ",".join(map(str, ids)), "/dev/null", str(gen)],
                                     {"WASTE_THREADS": "2", "WASTE_CACHE_MB": str(cache_mb)})
     r = {"engine": "warp", "wall_s": wall, "peak_rss_kb": rss, "decode_s": 0.0, "steps": 0}
     for t, l in lines:
-        m = re.search(r"prefill (\d+) tok in ([\d.]+) s", l)
+        m = re.search(r"loaded in ([\d.]+)\s*s", l)
+        if m:
+            r["loaded_s"] = float(m.group(1))
+        m = re.search(r"prefill (\d+) tok in ([\d.]+)\s*s", l)
         if m:
             r["prefill_s"] = float(m.group(2))
             r["ttft_s"] = t  # process start to the prefill line: open + prefill
-        m = re.search(r"^\s*\[\s*\d+\]\s+\S+\s+\(([\d.]+) s, (\d+) expert reads\)", l)
+        m = re.search(r"^\s*\[\s*\d+\]\s+\S+\s+\(([\d.]+)\s*s, (\d+) expert reads\)", l)
         if m:
-            r["decode_s"] += float(m.group(1))
+            r["decode_lines_s"] = r.get("decode_lines_s", 0.0) + float(m.group(1))  # its own, rounded to 10 ms
             r["steps"] += 1
+            r["last_step_at"] = t
         m = re.search(r"cache: (\d+) hits / (\d+) misses = ([\d.]+)% hit, (\d+) evictions, ([\d.]+) GB read", l)
         if m:
             r["hits"], r["misses"] = int(m.group(1)), int(m.group(2))
             r["gb_read"] = float(m.group(5))
     if r["steps"] == 0 or "prefill_s" not in r:
         sys.exit("vs_warp: could not parse warp's output:\n" + "\n".join(l for _, l in lines[-20:]))
+    # Decode time from when the prefill line and the last step's line
+    # arrived: warp prints its per-step times rounded to 10 ms.
+    r["decode_s"] = r["last_step_at"] - r["ttft_s"]
     r["decode_tps"] = r["steps"] / r["decode_s"]
     r["open_s"] = r["ttft_s"] - r["prefill_s"]
     return r

@@ -32,6 +32,11 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     // The minimum cache of the floor is shared: without a cache it is the
     // read-ahead allowance; with one, read-ahead lands in the cache.
     so.cache_bytes = opt_.use_cache ? plan_.cache - plan_.min_cache / 2 : 0;
+    // Never more cache than there are experts: a tiny model under a large
+    // budget planned (and pre-faulted) gigabytes for kilobytes of records.
+    uint64_t expert_total = 0;
+    for (const auto &[L, b] : c_.manifest().banks) expert_total += (uint64_t)b.bytes;
+    so.cache_bytes = std::min(so.cache_bytes, expert_total);
     so.prefetch_bytes = opt_.use_cache ? plan_.min_cache / 2 : plan_.min_cache;
     so.io_depth = opt_.io_depth;
     so.io_engine = opt_.io_engine;

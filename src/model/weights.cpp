@@ -1,16 +1,49 @@
 #include "model/weights.h"
 
+#include <atomic>
+#include <thread>
+
 namespace sluice {
 namespace {
 
 struct Binder {
     const Container &c;
     ModelWeights &w;
+    // Matrices are read after the walk, several at a time (see run()).
+    struct Job {
+        std::string name;
+        int64_t rows, cols;
+        QTensor *t;
+    };
+    std::vector<Job> jobs;
 
     Status mat(const std::string &name, int64_t rows, int64_t cols, QTensor *t) {
-        SLUICE_TRY(c.load(name, {rows, cols}, false, t));
-        w.resident_bytes += (uint64_t)(t->rows * t->rowbytes + t->scales.size() * 4);
-        w.trunk_params += (uint64_t)t->numel();
+        jobs.push_back({name, rows, cols, t});
+        return Status::ok();
+    }
+    // Reads the queued matrices with up to 8 reads in flight. One tensor
+    // at a time, the 48B-shaped trunk (1.4 GB) took 4.2 s to load from a
+    // dropped page cache (buffered reads, one request deep); the disk
+    // serves random reads several times faster at depth 8 (bench_disk_probe).
+    // The first error in walk order is returned, as the serial walk did.
+    Status run() {
+        std::vector<Status> st(jobs.size());
+        std::atomic<size_t> next{0};
+        auto work = [&] {
+            for (size_t i; (i = next.fetch_add(1)) < jobs.size();)
+                st[i] = c.load(jobs[i].name, {jobs[i].rows, jobs[i].cols}, false, jobs[i].t);
+        };
+        const size_t nt = std::min<size_t>(8, jobs.size());
+        std::vector<std::thread> ts;
+        for (size_t i = 1; i < nt; i++) ts.emplace_back(work);
+        work();
+        for (auto &t : ts) t.join();
+        for (size_t i = 0; i < jobs.size(); i++) {
+            SLUICE_TRY(st[i]);
+            const QTensor *t = jobs[i].t;
+            w.resident_bytes += (uint64_t)(t->rows * t->rowbytes + t->scales.size() * 4);
+            w.trunk_params += (uint64_t)t->numel();
+        }
         return Status::ok();
     }
     // 1-D F32 vector of exactly n values.
@@ -124,7 +157,7 @@ Status load_weights(const Container &c, ModelWeights *w) {
             SLUICE_TRY(b.mat(M + "down_proj.weight", d, cfg.inter, &lw.dense.down));
         }
     }
-    return Status::ok();
+    return b.run();
 }
 
 }  // namespace sluice

@@ -3,7 +3,7 @@
 // direct and read ahead in the streaming runtime) is this interface's
 // business and never changes the bytes returned.
 #pragma once
-#include <atomic>
+#include <condition_variable>
 #include <memory>
 #include <thread>
 #include <mutex>
@@ -60,8 +60,10 @@ private:
     mutable std::mutex mu_;
     std::vector<uint8_t *> free_;
     size_t fallbacks_ = 0;
-    std::atomic<bool> stop_populate_{false};
-    std::thread populate_;  // pre-faults the slots in the background
+    bool stop_populate_ = false;   // under mu_
+    size_t high_water_ = 0;        // bytes from base_ up to the highest slot handed out (under mu_)
+    std::condition_variable cv_populate_;
+    std::thread populate_;  // pre-faults slots in the background, ahead of high_water_
 };
 
 struct ExpertBuffer {
