@@ -13,7 +13,7 @@ namespace {
 
 std::vector<FastIsa> isas() {
     std::vector<FastIsa> v;
-    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512})
+    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512, FastIsa::neon})
         if (fast_isa_available(i)) v.push_back(i);
     return v;
 }
