@@ -17,8 +17,12 @@ set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE ONLY)
 # Multiarch subfolders (lib/aarch64-linux-gnu) of the unpacked packages.
 set(CMAKE_LIBRARY_ARCHITECTURE aarch64-linux-gnu)
 if(SLUICE_ARM64_DEPS)
-  # The linker resolves the unpacked libraries' own dependencies here.
+  # The linker resolves the unpacked libraries' own dependencies here, and
+  # arch-specific headers (openssl/opensslconf.h) live in the multiarch
+  # include folder that no Find module names.
   set(CMAKE_EXE_LINKER_FLAGS_INIT "-Wl,-rpath-link,${SLUICE_ARM64_DEPS}/usr/lib/aarch64-linux-gnu")
+  set(CMAKE_C_FLAGS_INIT "-isystem ${SLUICE_ARM64_DEPS}/usr/include/aarch64-linux-gnu")
+  set(CMAKE_CXX_FLAGS_INIT "-isystem ${SLUICE_ARM64_DEPS}/usr/include/aarch64-linux-gnu")
 endif()
 
 # -L: the ARM dynamic loader and libc; the build tree's RPATH finds the

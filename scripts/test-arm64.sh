@@ -41,7 +41,7 @@ fi
 mkdir -p "$BUILD_DIR"
 DEPS="$(cd "$BUILD_DIR" && pwd)/deps"
 PKGS="libssl-dev libssl3 zlib1g-dev zlib1g libutf8proc-dev libutf8proc2 libgtest-dev libgmock-dev
-      libbenchmark-dev nlohmann-json3-dev"
+      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev"
 stamp="$DEPS/.stamp"
 if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $PKGS)" ]; then
   echo "== arm64 packages: $(echo $PKGS)"
