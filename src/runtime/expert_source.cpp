@@ -54,7 +54,7 @@ std::shared_ptr<RecordPool> RecordPool::create(size_t slot_bytes, size_t slots) 
     // pool took 1.6-13.7 s to open), so every core touches its own share.
     const size_t total = pool->slot_ * slots, step = platform::page_size();
     const unsigned nt = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
-    auto touch = [base = pool->base_, total, nt](unsigned i) {
+    auto touch = [base = pool->base_, total, step, nt](unsigned i) {
         const size_t pages = (total + step - 1) / step;
         for (size_t pg = pages * i / nt; pg < pages * (i + 1) / nt; pg++) base[pg * step] = 0;
     };
