@@ -1,5 +1,5 @@
 // The fast kernel (KLD.md §7.4): its exp and JS mixture function against
-// fp64, its scalar/AVX2/AVX-512 forms against each other (bit for bit), its
+// fp64, its scalar/AVX2/AVX-512/NEON forms against each other (bit for bit), its
 // rows against the fp64 path within the §7.4 limits, and its receipts
 // across thread counts.
 #include <cstring>
