@@ -16,7 +16,7 @@
 # not cross-built: none of the tests run here needs them.
 #
 # BUILD_DIR (default build-arm64), JOBS (default nproc). ARM64_FULL=1 also
-# runs the tests that are left out for time (see SELECT below).
+# runs the tests that are left out for time (see SELECT and SKIP below).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-arm64}
@@ -42,8 +42,9 @@ mkdir -p "$BUILD_DIR"
 DEPS="$(cd "$BUILD_DIR" && pwd)/deps"
 PKGS="libssl-dev libssl3 zlib1g-dev zlib1g libutf8proc-dev libutf8proc2 libgtest-dev libgmock-dev
       libbenchmark-dev libbenchmark1debian nlohmann-json3-dev"
-stamp="$DEPS/.stamp"
-if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $PKGS)" ]; then
+stamp="$DEPS/.stamp"  # the package list, and the layout version below
+LAYOUT=2
+if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
   echo "== arm64 packages: $(echo $PKGS)"
   rm -rf "$DEPS" "$BUILD_DIR/apt"
   a="$(cd "$BUILD_DIR" && pwd)/apt"
@@ -56,6 +57,9 @@ if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $PKGS)" ]; then
   # shellcheck disable=SC2086
   (cd "$a/debs" && apt-get "${o[@]}" download $PKGS >/dev/null)
   for f in "$a/debs"/*.deb; do dpkg-deb -x "$f" "$DEPS"; done
+  # Some runtime libraries (zlib) ship in /lib, not /usr/lib: merge them,
+  # so one library folder serves the linker and the build tree's RPATH.
+  if [ -d "$DEPS/lib" ]; then cp -a "$DEPS/lib/." "$DEPS/usr/lib/"; fi
   # Absolute symlinks inside the packages (e.g. libfoo.so -> /usr/lib/...)
   # would point at the host: make them relative to the unpacked tree.
   find "$DEPS" -type l | while read -r l; do
@@ -63,7 +67,7 @@ if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$(echo $PKGS)" ]; then
     case "$t" in /*) ln -sfn "$DEPS$t" "$l" ;; esac
   done
   rm -rf "$a"
-  echo $PKGS >"$stamp"
+  echo "$LAYOUT" $PKGS >"$stamp"
 fi
 
 # --- cross build -----------------------------------------------------------
@@ -82,15 +86,28 @@ ninja -C "$BUILD_DIR" -j "$JOBS" $TARGETS
 t1=$(date +%s)
 
 # --- tests under qemu-aarch64 -------------------------------------------------
-# The labels of the issue, plus the KLD fast-kernel tests (NEON vs scalar).
-# KldFast's CLI, numpy and I/O-mode cases run Python or whole files through
-# the kernel: they prove nothing ARM-specific and cost minutes under qemu.
+# The labels of the issue, less what emulation makes too slow for CI
+# (measured under qemu on the 2-core machine, docs/LEARNED.md 2026-12-03):
+# the generated-placement sweep (198 s), the chunked-prefill I/O count (34 s),
+# and the thread/chunk invariance and placement sweeps on all but two
+# fixtures (15-31 s each). Kept: every unit, bad-input and compatibility test,
+# scalar-vs-NEON logits on every fixture, and the two sweeps on kimi-linear-tok
+# (plus v3-q3trunk-tiny / converted-vq4p). ARM64_FULL=1 runs everything.
+# Plus the KLD fast-kernel tests (NEON vs scalar, bit for bit) and the
+# reader's 16 KiB-page test; their CLI, numpy and I/O-mode cases run Python
+# or whole files through the kernel, prove nothing ARM-specific and cost
+# minutes under qemu.
 SELECT=(-L 'unit|compat|invariance|placement|badinput')
-KLD_RE='^KldFast\.(ExpIsWithinTwoUlpOfFp64|JsMixtureFunctionKeepsRelativeAccuracy|ScalarAvx2Avx512AreBitIdentical|WithinSection74LimitsOfFp64|IdenticalRowsGiveExactlyZero|NonFiniteIsRefusedAtTheSameColumn|ReceiptsBitIdenticalForAnyThreadCountAndIsa)$'
+SKIP='PlacementsGenerated\.|Prefill\.Chunked|ThreadsChunksAndCallsAreBitIdentical/(converted|deepseek|k3|kimi_linear_tiny|kimi_linear_prefixed)|Placements\.BitIdentical/(converted_default|converted_trunk3|converted_vq2r|deepseek|k3|kimi_linear_tiny|kimi_linear_prefixed|v3)'
+KLD_RE='^(KldFast\.(ExpIsWithinTwoUlpOfFp64|JsMixtureFunctionKeepsRelativeAccuracy|ScalarAvx2Avx512AreBitIdentical|WithinSection74LimitsOfFp64|IdenticalRowsGiveExactlyZero|NonFiniteIsRefusedAtTheSameColumn|ReceiptsBitIdenticalForAnyThreadCountAndIsa)|KldReadAhead\..*)$'
 cd "$BUILD_DIR"
-echo "== ARM64 (qemu-aarch64) tests: ${SELECT[*]} and $KLD_RE"
-ctest --output-on-failure -j "$JOBS" "${SELECT[@]}"
-ctest --output-on-failure -j "$JOBS" -R "$KLD_RE"
-if [ "${ARM64_FULL:-0}" = 1 ]; then ctest --output-on-failure -j "$JOBS" -R '^KldFast\.'; fi
+if [ "${ARM64_FULL:-0}" = 1 ]; then
+  ctest --output-on-failure -j "$JOBS" "${SELECT[@]}"
+  ctest --output-on-failure -j "$JOBS" -R '^(KldFast|KldReadAhead)\.'
+else
+  echo "== ARM64 (qemu-aarch64) tests: ${SELECT[*]} -E '$SKIP', and -R '$KLD_RE'"
+  ctest --output-on-failure -j "$JOBS" "${SELECT[@]}" -E "$SKIP"
+  ctest --output-on-failure -j "$JOBS" -R "$KLD_RE"
+fi
 t2=$(date +%s)
 echo "== ARM64: setup+build $((t1 - t0)) s, tests $((t2 - t1)) s"
