@@ -40,7 +40,10 @@ QTensor make_tensor(QFmt fmt) {
 const Kernels *backend(int id) {
     const Kernels *k = nullptr;
     const char *why = nullptr;
-    sluice_backend b = id == 0 ? SLUICE_BACKEND_SCALAR : id == 1 ? SLUICE_BACKEND_AVX2 : SLUICE_BACKEND_AVX512;
+    const sluice_backend b = id == 0   ? SLUICE_BACKEND_SCALAR
+                             : id == 1 ? SLUICE_BACKEND_AVX2
+                             : id == 2 ? SLUICE_BACKEND_AVX512
+                                       : SLUICE_BACKEND_NEON;
     return select_kernels(b, &k, &why) ? k : nullptr;
 }
 
@@ -105,8 +108,8 @@ void BM_VqGemv(benchmark::State &st) {
     st.SetLabel(std::string(p6 ? "VQ4P" : "VQ3R") + "/" + k->name);
 }
 
-BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
 // Collects rates so the summary can print each backend against scalar.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -129,7 +132,7 @@ int main(int argc, char **argv) {
     benchmark::RunSpecifiedBenchmarks(&rep);
     std::printf("\n%-8s %-8s %10s %10s\n", "kernel", "backend", "GB/s", "vs scalar");
     for (const char *kern : {"F32", "Q8G", "Q4G", "Q3G", "VQ3R", "VQ4P"})
-        for (const char *be : {"scalar", "avx2", "avx512"}) {
+        for (const char *be : {"scalar", "avx2", "avx512", "neon"}) {
             auto it = rep.rates.find(std::string(kern) + "/" + be);
             auto base = rep.rates.find(std::string(kern) + "/scalar");
             if (it == rep.rates.end() || base == rep.rates.end() || base->second <= 0) continue;

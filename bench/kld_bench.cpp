@@ -243,7 +243,7 @@ int cmd_kernel(int argc, char** argv) {
         FastIsa isa;
     };
     std::vector<Mode> modes = {{"fp64 (scalar reference)", Numerics::fp64, FastIsa::automatic}};
-    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512})
+    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512, FastIsa::neon})
         if (fast_isa_available(i)) modes.push_back({fast_isa_name(i), Numerics::fast, i});
     std::printf("%-24s %-4s %14s %14s %12s %8s\n", "kernel", "JS", "GB/s/core cpu", "GB/s wall", "rows/s cpu", "x fp64");
     double base[2] = {0, 0};

@@ -33,8 +33,8 @@ struct Common {
 
 void add_common(CLI::App *app, Common *c) {
     app->add_option("--threads,-t", c->threads, "worker threads (0 = all CPUs)")->check(CLI::Range(0, 1024));
-    app->add_option("--backend", c->backend, "kernel path: auto, scalar, avx2, avx512")
-        ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512"}));
+    app->add_option("--backend", c->backend, "kernel path: auto, scalar, avx2, avx512, neon")
+        ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "neon"}));
     app->add_flag("--verify", c->verify, "check the CRC32 of every expert record read");
     app->add_option("--chunk", c->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
     app->add_option("--ctx", c->ctx_len, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
@@ -64,6 +64,7 @@ sluice_config to_config(const Common &c) {
     cfg.backend = c.backend == "scalar"   ? SLUICE_BACKEND_SCALAR
                   : c.backend == "avx2"   ? SLUICE_BACKEND_AVX2
                   : c.backend == "avx512" ? SLUICE_BACKEND_AVX512
+                  : c.backend == "neon"   ? SLUICE_BACKEND_NEON
                                           : SLUICE_BACKEND_AUTO;
     cfg.verify_records = c.verify ? 1 : 0;
     cfg.prefill_chunk = c.chunk;

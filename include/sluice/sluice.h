@@ -35,7 +35,8 @@ typedef enum sluice_backend {
     SLUICE_BACKEND_AUTO = 0,   /* best SIMD path the CPU supports; SLUICE_BACKEND env overrides */
     SLUICE_BACKEND_SCALAR = 1, /* portable scalar kernels */
     SLUICE_BACKEND_AVX2 = 2,
-    SLUICE_BACKEND_AVX512 = 3
+    SLUICE_BACKEND_AVX512 = 3,
+    SLUICE_BACKEND_NEON = 4    /* AArch64 Advanced SIMD */
 } sluice_backend;
 
 typedef struct sluice_config {
@@ -90,7 +91,7 @@ typedef struct sluice_info {
     int32_t expert_stages;
     int32_t expert_entries;
     int32_t expert_index_bits;
-    char backend[16];       /* kernel path in use: "scalar", "avx2", "avx512" */
+    char backend[16];       /* kernel path in use: "scalar", "avx2", "avx512", "neon" */
     int32_t n_threads;
 } sluice_info;
 

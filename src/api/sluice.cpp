@@ -78,7 +78,7 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     if (cfg.n_threads < 0 || cfg.n_threads > 1024)
         return fail(ctx, SLUICE_E_ARG, "sluice_open: n_threads must be in [0, 1024]");
     opt.n_threads = cfg.n_threads > 0 ? cfg.n_threads : (int)std::max(1u, std::thread::hardware_concurrency());
-    if (cfg.backend < SLUICE_BACKEND_AUTO || cfg.backend > SLUICE_BACKEND_AVX512)
+    if (cfg.backend < SLUICE_BACKEND_AUTO || cfg.backend > SLUICE_BACKEND_NEON)
         return fail(ctx, SLUICE_E_ARG, "sluice_open: unknown backend");
     opt.backend = (sluice_backend)cfg.backend;
     opt.verify_records = cfg.verify_records != 0;

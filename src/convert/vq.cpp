@@ -1,6 +1,8 @@
 #include "convert/vq.h"
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -61,9 +63,17 @@ constexpr int64_t kChunk = 4096;  // fixed work split: independent of --jobs
 // AVX-512, AVX2 and generic clones run the same per-lane arithmetic, so the
 // result does not depend on which clone the CPU gets.
 typedef float v16f __attribute__((vector_size(64)));
+
+// Clones per x86 ISA (the lane arithmetic is the same in each); other
+// targets build the generic vector code once.
+#if defined(__x86_64__)
+#define SLUICE_VQ_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define SLUICE_VQ_CLONES
+#endif
 typedef int32_t v16i __attribute__((vector_size(64)));
 
-__attribute__((target_clones("avx512f", "avx2", "default")))
+SLUICE_VQ_CLONES
 int nearest_t(const float* __restrict t, int E, const float* __restrict x) {
     v16f xd[8] = {};
     for (int d = 0; d < 8; ++d)
@@ -109,6 +119,7 @@ int nearest_t(const float* __restrict t, int E, const float* __restrict x) {
 // few u K). Every entry that could win or tie under the exact rule is thus
 // rescored exactly, and the result is nearest_t's, bit for bit. NaN scores
 // (a non-finite source row) leave no candidate and fall back to nearest_t.
+#if defined(__x86_64__)
 constexpr float kScreenSlack = 2.0f * 84.0f / 16777216.0f;
 
 __attribute__((target("avx512f")))
@@ -153,6 +164,11 @@ int nearest_screened(const float* __restrict t, const float* __restrict nh, int 
 }
 
 const bool kHaveAvx512 = __builtin_cpu_supports("avx512f");
+#else
+// No screening pass off x86: nearest_t alone gives the same entry.
+constexpr bool kHaveAvx512 = false;
+inline int nearest_screened(const float* t, const float*, int E, float, const float* x, float*) { return nearest_t(t, E, x); }
+#endif
 
 struct BookT {
     int E;
@@ -205,7 +221,7 @@ typedef double v8d __attribute__((vector_size(64)));
 // Per-centroid sums for the Lloyd update, in double, each vector added in
 // index order (serial, fixed order: the means do not depend on --jobs). One
 // 8-lane add per vector does per lane exactly what eight scalar adds did.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+SLUICE_VQ_CLONES
 void accumulate(const float* __restrict x, const int32_t* __restrict a, int64_t n, double* __restrict sum,
                 int64_t* __restrict cnt) {
     for (int64_t i = 0; i < n; ++i) {
@@ -223,7 +239,7 @@ void accumulate(const float* __restrict x, const int32_t* __restrict a, int64_t 
 // d2[i] = min(d2[i], dist8(x_i, ck)) for i in [i0, i1), 16 vectors at a time
 // from the dimension-major copy xt[d][n]; per lane the same sum, in the same
 // order, as dist8.
-__attribute__((target_clones("avx512f", "avx2", "default")))
+SLUICE_VQ_CLONES
 void update_d2(const float* __restrict xt, const float* __restrict x, int64_t n, int64_t i0, int64_t i1,
                const float* __restrict ck, float* __restrict d2) {
     v16f cd[8] = {};

@@ -135,9 +135,11 @@ json strip_timing(json r) {
 Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOptions& opt, CompareResult* out) {
     const auto t0 = std::chrono::steady_clock::now();
     CompareOptions o = opt;
-    // Without AVX2 or AVX-512 the fast path would run its scalar definition
-    // (software fmaf: ~0.06 GB/s/core, slower than fp64's ~0.2), so fp64 it is.
-    const bool no_simd = !fast_isa_available(FastIsa::avx2) && !fast_isa_available(FastIsa::avx512);
+    // Without AVX2, AVX-512 or NEON the fast path would run its scalar
+    // definition (software fmaf on x86: ~0.06 GB/s/core, slower than fp64's
+    // ~0.2), so fp64 it is.
+    const bool no_simd = !fast_isa_available(FastIsa::avx2) && !fast_isa_available(FastIsa::avx512) &&
+                         !fast_isa_available(FastIsa::neon);
     if (o.precision == Precision::fast && no_simd) o.precision = Precision::fp64;
     if (o.compat == Compat::festr2_v0 && !torchf32::lanes_supported(o.torch_lanes))
         return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512), not " + std::to_string(o.torch_lanes));

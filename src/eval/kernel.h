@@ -2,7 +2,7 @@
 // stays in cache, every sum in fp64 in a fixed blocked order, so a row's
 // result never depends on threads or SIMD width. Three numerics:
 //  - fast (the default): fp32 SIMD exp/log1p, fp64 sums in 16 fixed lanes;
-//    AVX2, AVX-512 and the scalar form give bit-identical rows (§7.4 limits
+//    AVX2, AVX-512, NEON and the scalar form give bit-identical rows (§7.4 limits
 //    against fp64: per-token KL 2e-7 + 1e-5 relative, mean KL 1e-8);
 //  - fp64: the scalar fp64 reference (`--precision fp64`, arbitration);
 //  - festr2_v0: torch's float32 CPU arithmetic as the festr2 comparator runs
@@ -19,8 +19,8 @@ namespace sluice::kld {
 enum class Numerics { fast, fp64, festr2_v0 };
 
 // The fast kernel's instruction set. `automatic` is the best the CPU has,
-// narrowed by SLUICE_BACKEND=scalar|avx2 (the engine's variable).
-enum class FastIsa { automatic, scalar, avx2, avx512 };
+// narrowed by SLUICE_BACKEND=scalar|avx2|neon (the engine's variable).
+enum class FastIsa { automatic, scalar, avx2, avx512, neon };
 bool fast_isa_available(FastIsa isa);
 const char* fast_isa_name(FastIsa isa);
 FastIsa fast_isa();  // the ISA `automatic` resolves to now

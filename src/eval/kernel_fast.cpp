@@ -1,10 +1,11 @@
 // Scalar form of the fast kernel (the definition the SIMD kernels match bit
-// for bit) and the run-time choice between scalar, AVX2 and AVX-512.
+// for bit) and the run-time choice between scalar, AVX2, AVX-512 and NEON.
 #include <cstdlib>
 #include <cstring>
 
 #include "eval/kernel.h"
 #include "eval/kernel_fast.h"
+#include "quant/cpu_features.h"
 
 namespace sluice::kld {
 
@@ -32,6 +33,9 @@ const Kernels& kernels_scalar() { return kScalar; }
 const Kernels* kernels_avx2() { return nullptr; }
 const Kernels* kernels_avx512() { return nullptr; }
 #endif
+#if !defined(__aarch64__)
+const Kernels* kernels_neon() { return nullptr; }
+#endif
 
 }  // namespace fastk
 
@@ -50,7 +54,11 @@ bool cpu_has(FastIsa isa) {
         default: return false;
     }
 #else
-    return isa == FastIsa::scalar;
+    switch (isa) {
+        case FastIsa::scalar: return true;
+        case FastIsa::neon: return cpu_has_neon() && fastk::kernels_neon();
+        default: return false;
+    }
 #endif
 }
 
@@ -58,6 +66,7 @@ const fastk::Kernels* table(FastIsa isa) {
     switch (isa) {
         case FastIsa::avx2: return fastk::kernels_avx2();
         case FastIsa::avx512: return fastk::kernels_avx512();
+        case FastIsa::neon: return fastk::kernels_neon();
         default: return &fastk::kernels_scalar();
     }
 }
@@ -65,7 +74,10 @@ const fastk::Kernels* table(FastIsa isa) {
 // The best ISA, narrowed (never widened) by SLUICE_BACKEND, the variable
 // the engine's kernels obey, so one setting pins both.
 FastIsa pick_auto() {
-    FastIsa best = cpu_has(FastIsa::avx512) ? FastIsa::avx512 : cpu_has(FastIsa::avx2) ? FastIsa::avx2 : FastIsa::scalar;
+    FastIsa best = cpu_has(FastIsa::avx512) ? FastIsa::avx512
+                   : cpu_has(FastIsa::avx2) ? FastIsa::avx2
+                   : cpu_has(FastIsa::neon) ? FastIsa::neon
+                                            : FastIsa::scalar;
     const char* env = std::getenv("SLUICE_BACKEND");
     if (env && !std::strcmp(env, "scalar")) return FastIsa::scalar;
     if (env && !std::strcmp(env, "avx2") && cpu_has(FastIsa::avx2)) return FastIsa::avx2;
@@ -85,6 +97,7 @@ const char* fast_isa_name(FastIsa isa) {
     switch (isa) {
         case FastIsa::avx2: return "avx2";
         case FastIsa::avx512: return "avx512";
+        case FastIsa::neon: return "neon";
         default: return "scalar";
     }
 }

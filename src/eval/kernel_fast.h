@@ -3,9 +3,9 @@
 // Elementwise exp and log1p run in fp32 (SIMD where the CPU has it); every
 // sum is fp64 in 16 fixed lanes (element v feeds lane v % 16) merged by one
 // fixed tree. The scalar code in this header *defines* the arithmetic: the
-// AVX2 and AVX-512 kernels perform the same IEEE operations (same fused
+// AVX2, AVX-512 and NEON kernels perform the same IEEE operations (same fused
 // multiply-adds, same conversions, same lane of every element), so all
-// three give bit-identical rows, and a row never depends on the thread
+// four give bit-identical rows, and a row never depends on the thread
 // count. Functions here are `static` because each ISA translation unit
 // compiles its own copy with its own flags (no ODR merging across flags).
 #pragma once
@@ -253,5 +253,6 @@ struct Kernels {
 const Kernels& kernels_scalar();
 const Kernels* kernels_avx2();    // null when not built for this target
 const Kernels* kernels_avx512();  // null when not built for this target
+const Kernels* kernels_neon();    // null when not built for this target
 
 }  // namespace sluice::kld::fastk

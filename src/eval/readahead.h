@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "eval/kld_common.h"
+#include "format/platform_io.h"
 
 namespace sluice::kld {
 
@@ -32,13 +33,14 @@ struct ReadAheadOptions {
 
 // Bytes of read-ahead memory one stream holds.
 // for records (rows) of `record` bytes in a file of at most `file` bytes (a
-// buffer is never larger than the file); two extra blocks per buffer
+// buffer is never larger than the file); two extra blocks (of
+// platform::io_align(): 4 KiB, or the page size if larger) per buffer
 // because O_DIRECT reads start and end block-aligned.
 inline uint64_t readahead_bytes(const ReadAheadOptions& o, uint64_t record = 0, uint64_t file = ~uint64_t(0) >> 1) {
     uint64_t b = o.chunk > record ? o.chunk : record;
     if (b > file) b = file;
     const int readers = o.readers > 0 ? o.readers : o.mode == IoMode::direct ? 2 : 1;
-    return (b + 8192) * uint64_t((o.depth < 3 ? 3 : o.depth) + readers - 1);
+    return (b + 2 * uint64_t(platform::io_align())) * uint64_t((o.depth < 3 ? 3 : o.depth) + readers - 1);
 }
 
 class ReadAhead {
@@ -85,6 +87,7 @@ private:
     uint64_t size_ = 0;
     uint64_t begin_ = 0, span_ = 0;  // chunks start at begin_ + k * span_
     uint64_t buf_bytes_ = 0;
+    uint64_t align_ = 4096;  // platform::io_align() at open()
     std::vector<std::pair<uint64_t, uint64_t>> chunks_;  // [off, next) of every chunk, in file order
     size_t next_claim_ = 0, next_pub_ = 0;               // chunk indices: next to read, next to publish
     std::vector<Chunk> slots_;                           // chunks read, waiting for their turn to publish

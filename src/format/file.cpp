@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "format/platform_io.h"
+
 namespace sluice {
 
 File::~File() {
@@ -28,11 +30,7 @@ File &File::operator=(File &&o) noexcept {
 
 Status File::open_read(const std::string &path, bool direct) {
     path_ = path;
-    int flags = O_RDONLY | O_CLOEXEC;
-#ifdef O_DIRECT
-    if (direct) flags |= O_DIRECT;
-#endif
-    fd_ = ::open(path.c_str(), flags);
+    fd_ = platform::open_read(path.c_str(), direct);
     if (fd_ < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
     direct_ = direct;
     struct stat st;

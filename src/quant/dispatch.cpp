@@ -1,6 +1,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "quant/cpu_features.h"
 #include "quant/kernels.h"
 
 namespace sluice {
@@ -14,8 +15,9 @@ bool select_kernels(sluice_backend want, const Kernels **out, const char **why) 
             if (!std::strcmp(env, "scalar")) want = SLUICE_BACKEND_SCALAR;
             else if (!std::strcmp(env, "avx2")) want = SLUICE_BACKEND_AVX2;
             else if (!std::strcmp(env, "avx512")) want = SLUICE_BACKEND_AVX512;
+            else if (!std::strcmp(env, "neon")) want = SLUICE_BACKEND_NEON;
             else if (std::strcmp(env, "auto") != 0) {
-                *why = "SLUICE_BACKEND must be scalar, avx2, avx512 or auto";
+                *why = "SLUICE_BACKEND must be scalar, avx2, avx512, neon or auto";
                 return false;
             }
         }
@@ -28,6 +30,7 @@ bool select_kernels(sluice_backend want, const Kernels **out, const char **why) 
 #else
     const bool has512 = false, has2 = false;
 #endif
+    const bool has_neon = cpu_has_neon();
     switch (want) {
         case SLUICE_BACKEND_SCALAR: *out = &kernels_scalar(); return true;
         case SLUICE_BACKEND_AVX512:
@@ -38,10 +41,15 @@ bool select_kernels(sluice_backend want, const Kernels **out, const char **why) 
             if (!has2 || !kernels_avx2()) { *why = "the AVX2 backend is not available on this CPU or build"; return false; }
             *out = kernels_avx2();
             return true;
+        case SLUICE_BACKEND_NEON:
+            if (!has_neon || !kernels_neon()) { *why = "the NEON backend is not available on this CPU or build"; return false; }
+            *out = kernels_neon();
+            return true;
         case SLUICE_BACKEND_AUTO:
         default:
             if (has512 && kernels_avx512()) *out = kernels_avx512();
             else if (has2 && kernels_avx2()) *out = kernels_avx2();
+            else if (has_neon && kernels_neon()) *out = kernels_neon();
             else *out = &kernels_scalar();
             return true;
     }

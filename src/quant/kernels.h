@@ -1,6 +1,7 @@
 // Kernel function slots. The scalar set is always built and is the
 // reference; AVX2 / AVX-512 sets are compiled in their own translation units
-// with per-file ISA flags and chosen once, at start-up, from CPUID.
+// with per-file ISA flags and chosen once, at start-up, from CPUID; on
+// AArch64 the NEON set is chosen from the hwcaps.
 #pragma once
 #include <cstdint>
 
@@ -33,9 +34,11 @@ struct Kernels {
 const Kernels &kernels_scalar();
 const Kernels *kernels_avx2();    // nullptr if not compiled in
 const Kernels *kernels_avx512();  // nullptr if not compiled in
+const Kernels *kernels_neon();    // nullptr if not compiled in (AArch64 only)
 
 // Picks the kernel set: an explicit backend, else SLUICE_BACKEND from the
-// environment ("scalar", "avx2", "avx512"), else the best the CPU runs.
+// environment ("scalar", "avx2", "avx512", "neon"), else the best the CPU
+// runs.
 // Fails for a backend the CPU or build cannot provide.
 bool select_kernels(sluice_backend want, const Kernels **out, const char **why);
 

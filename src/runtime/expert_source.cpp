@@ -10,7 +10,19 @@
 #include <thread>
 #include <vector>
 
+#include "format/platform_io.h"
+
 namespace sluice {
+
+namespace {
+// Pre-fault at mmap where the kernel can (Linux); elsewhere the first read
+// faults the pages in.
+#ifdef MAP_POPULATE
+constexpr int kPopulate = MAP_POPULATE;
+#else
+constexpr int kPopulate = 0;
+#endif
+}  // namespace
 
 void RecordFree::operator()(uint8_t *p) const {
     if (!p) return;
@@ -19,7 +31,7 @@ void RecordFree::operator()(uint8_t *p) const {
 }
 
 RecordBytes record_alloc(size_t n) {
-    void *p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+    void *p = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | kPopulate, -1, 0);
     if (p == MAP_FAILED) return RecordBytes(nullptr, RecordFree{0, nullptr});
     return RecordBytes(static_cast<uint8_t *>(p), RecordFree{n, nullptr});
 }
@@ -27,7 +39,7 @@ RecordBytes record_alloc(size_t n) {
 std::shared_ptr<RecordPool> RecordPool::create(size_t slot_bytes, size_t slots) {
     constexpr size_t kHuge = 2u << 20;
     std::shared_ptr<RecordPool> pool(new RecordPool());
-    pool->slot_ = (slot_bytes + 4095) & ~(size_t)4095;
+    pool->slot_ = platform::round_up_io(slot_bytes);  // whole pages, for direct reads
     pool->slots_ = slots;
     if (slots == 0 || pool->slot_ == 0) return pool;
     // Map 2 MiB more than needed so the slots can start on a huge-page

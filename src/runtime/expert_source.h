@@ -38,7 +38,8 @@ RecordBytes record_alloc(size_t n);
 // stuck.
 class RecordPool : public std::enable_shared_from_this<RecordPool> {
 public:
-    // slots x slot_bytes (rounded up to 4 KiB); nullptr when it cannot map.
+    // slots x slot_bytes (rounded up to platform::io_align(): 4 KiB, or the
+    // page size if larger); nullptr when it cannot map.
     static std::shared_ptr<RecordPool> create(size_t slot_bytes, size_t slots);
     ~RecordPool();
     RecordPool(const RecordPool &) = delete;

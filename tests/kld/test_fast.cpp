@@ -1,5 +1,5 @@
 // The fast kernel (KLD.md §7.4): its exp and JS mixture function against
-// fp64, its scalar/AVX2/AVX-512 forms against each other (bit for bit), its
+// fp64, its scalar/AVX2/AVX-512/NEON forms against each other (bit for bit), its
 // rows against the fp64 path within the §7.4 limits, and its receipts
 // across thread counts.
 #include <cstring>
@@ -13,7 +13,7 @@ namespace {
 
 std::vector<FastIsa> isas() {
     std::vector<FastIsa> v;
-    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512})
+    for (FastIsa i : {FastIsa::scalar, FastIsa::avx2, FastIsa::avx512, FastIsa::neon})
         if (fast_isa_available(i)) v.push_back(i);
     return v;
 }
