@@ -96,6 +96,9 @@ void print_stats(sluice_ctx *ctx) {
                  s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.seconds_io_wait,
                  s.seconds_eval - s.seconds_io_wait, (unsigned long long)s.experts_prefetched,
                  (unsigned long long)s.experts_prefetch_used, s.cache_bytes_used / 1048576.0, s.cache_bytes / 1048576.0);
+    if (s.images_encoded)
+        std::fprintf(stderr, "stats: vision: %llu images decoded and encoded in %.3f s\n",
+                     (unsigned long long)s.images_encoded, s.seconds_vision);
     if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
         std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
                      (unsigned long long)s.pool_fallbacks);
@@ -349,6 +352,9 @@ int cmd_plan(const std::string &model, const Common &c) {
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),
                 p.record_bytes / 1048576.0);
     std::printf("  floor                     %10.3f GiB\n", gib(p.floor));
+    if (p.vision)  // VISION.md §2.4: joins the floor only when images are enabled
+        std::printf("  vision tower (images)     %10.3f GiB  (floor with images: %.3f GiB)\n", gib(p.vision),
+                    gib(p.floor + p.vision));
     std::printf("  token working set         %10.3f GiB  (MoE layers x top-k records)\n", gib(p.working_set));
     std::printf("  RAM this process may use  %10.3f GiB  (%s)\n", gib(p.ram_limit), p.ram_source);
     std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
@@ -462,7 +468,12 @@ int main(int argc, char **argv) {
     // run, chat, tokenize, detokenize (cli/text_commands.cpp)
     auto text_cmds = sluice::add_text_commands(
         app, {[&](CLI::App *sc) { add_common(sc, &common); },
-              [&](const std::string &m) { return open_or_report(m, to_config(common)); }, print_stats,
+              [&](const std::string &m, bool vision) {
+                  sluice_config cfg = to_config(common);
+                  cfg.vision = vision ? 1 : 0;
+                  return open_or_report(m, cfg);
+              },
+              print_stats,
               [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }});
 
     try {

@@ -12,6 +12,7 @@
 #include "model/weights.h"
 #include "runtime/expert_store.h"
 #include "runtime/memory_plan.h"
+#include "vision/tower.h"
 
 namespace sluice {
 
@@ -47,6 +48,7 @@ struct EngineOptions {
     bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
     double vq4p_band = 1e-4;  // ... within this many code units of it
     Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
+    bool vision = false;      // load K3's vision tower (if the container has one) for image input
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -99,6 +101,27 @@ public:
     uint64_t tokens_evaluated() const { return tokens_evaluated_; }
     double seconds_eval() const { return seconds_eval_; }
 
+    // Images (VISION.md §6-7; images.cpp). A queue of image embeddings
+    // that the next eval splices in place of the pad token, one row per
+    // pad position, in order. Every failed call leaves the queue as it was.
+    bool has_vision() const { return tower_ != nullptr; }
+    const vision::VisionConfig &vision_config() const { return vcfg_; }
+    // Decodes, preprocesses and encodes one image now, and queues its rows.
+    Status image_add(const uint8_t *data, size_t len, const std::string &name, int *n_tokens);
+    // Encodes a given patch tensor (tests, tools): pixels [gh·gw][588].
+    Status image_encode_pixels(const float *pixels, vision::Grid g, std::vector<float> *emb);
+    // Queues given embeddings as one image (tests: warp's own rows).
+    Status image_queue_rows(const float *rows, int n_tokens);
+    // Expands each pad token of `in` to its image's run (one pad per queued image).
+    Status image_expand(const int32_t *in, size_t n, std::vector<int32_t> *out) const;
+    void image_clear() {
+        img_rows_.clear();
+        img_tokens_.clear();
+    }
+    size_t images_queued() const { return img_tokens_.size(); }
+    double seconds_vision() const { return seconds_vision_; }
+    uint64_t images_encoded() const { return images_encoded_; }
+
 private:
     Status eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all);
     Status embed(const int32_t *tokens, int64_t n, float *X);
@@ -136,6 +159,15 @@ private:
     TraceFn trace_;
     uint64_t tokens_evaluated_ = 0;
     double seconds_eval_ = 0;
+
+    // Vision: the tower (null when not requested or absent) and the queue.
+    vision::VisionConfig vcfg_;
+    std::unique_ptr<vision::VisionTower> tower_;
+    std::vector<float> img_rows_;   // queued embeddings, [rows][hidden]
+    std::vector<int> img_tokens_;   // rows per queued image
+    int64_t splice_cursor_ = 0;     // next unused row during one eval
+    double seconds_vision_ = 0;
+    uint64_t images_encoded_ = 0;
 };
 
 }  // namespace sluice
