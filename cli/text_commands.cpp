@@ -33,6 +33,7 @@ struct EvalArgs {
     std::vector<std::string> images;
     int top_k = 10;
     bool json = false, stats = false;
+    std::string embeddings_out;
 };
 
 struct TokArgs {
@@ -217,6 +218,22 @@ int cmd_eval(EvalArgs &a, const TextHooks &h) {
     std::vector<int32_t> ids, text;
     if (!queue_images(ctx, a.images, "eval", a.json, &imgs)) return finish(1);
     if (!image_blocks(ctx, imgs, "eval", &ids)) return finish(1);
+    if (!a.embeddings_out.empty()) {
+        // The image embeddings as little-endian float32 rows (tools/oracle/vision.py reads them).
+        std::vector<float> rows;
+        sluice_status es = fill_all(rows, 1024, [&](float *o, size_t cap, size_t *n) {
+            return sluice_image_embeddings(ctx, o, cap, n);
+        });
+        const std::string tmp = a.embeddings_out + ".tmp";
+        FILE *f = es == SLUICE_OK ? std::fopen(tmp.c_str(), "wb") : nullptr;
+        const bool ok = f && std::fwrite(rows.data(), 4, rows.size(), f) == rows.size();
+        if (f && std::fclose(f) != 0) f = nullptr;
+        if (!ok || !f || std::rename(tmp.c_str(), a.embeddings_out.c_str()) != 0) {
+            std::remove(tmp.c_str());
+            std::fprintf(stderr, "sluice eval: cannot write %s\n", a.embeddings_out.c_str());
+            return finish(1);
+        }
+    }
     sluice_status st = fill_all(text, a.prompt.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
         return sluice_tokenize_markup(ctx, a.prompt.data(), a.prompt.size(), o, cap, n);
     });
@@ -344,6 +361,7 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
         ->check(CLI::ExistingFile);
     ev->add_option("--top-k", e.top_k, "logits to print (default 10)")->check(CLI::Range(1, 1 << 20));
     ev->add_flag("--json", e.json, "print JSON");
+    ev->add_option("--embeddings-out", e.embeddings_out, "write the images' embeddings here (float32 rows)");
     ev->add_flag("--stats", e.stats, "print expert cache, I/O and vision statistics");
     t->hooks.add_common(ev);
     t->eval_cmd = ev;

@@ -358,6 +358,10 @@ sluice_status sluice_image_expand(sluice_ctx *ctx, const int32_t *in, size_t n, 
                                   size_t *n_out);
 /* Drops every queued image. */
 sluice_status sluice_image_clear(sluice_ctx *ctx);
+/* The queued embedding rows, image after image: *n_out receives the float
+ * count (rows x hidden); buffer rules as in the text functions. For checks
+ * against a reference (tools/oracle/vision.py). */
+sluice_status sluice_image_embeddings(sluice_ctx *ctx, float *out, size_t cap, size_t *n_out);
 /* Images queued now; 0 without a tower. */
 int32_t sluice_image_count(const sluice_ctx *ctx);
 /* The media block of a width x height image, as ids (markup mode):

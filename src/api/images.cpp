@@ -112,6 +112,19 @@ sluice_status sluice_image_clear(sluice_ctx *ctx) {
     return SLUICE_OK;
 }
 
+sluice_status sluice_image_embeddings(sluice_ctx *ctx, float *out, size_t cap, size_t *n_out) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (!n_out) return fail(ctx, SLUICE_E_ARG, "sluice_image_embeddings: n_out is NULL");
+    if (!out && cap > 0) return fail(ctx, SLUICE_E_ARG, "sluice_image_embeddings: out is NULL with a non-zero capacity");
+    const std::vector<float> &rows = ctx->engine.image_rows();
+    *n_out = rows.size();
+    if (rows.size() > cap)
+        return fail(ctx, SLUICE_E_RANGE, "sluice_image_embeddings: " + std::to_string(rows.size()) +
+                                             " floats needed, capacity " + std::to_string(cap));
+    std::copy(rows.begin(), rows.end(), out);
+    return SLUICE_OK;
+}
+
 int32_t sluice_image_count(const sluice_ctx *ctx) {
     return ctx && ctx->opened ? (int32_t)ctx->engine.images_queued() : 0;
 }

@@ -119,6 +119,7 @@ public:
         img_tokens_.clear();
     }
     size_t images_queued() const { return img_tokens_.size(); }
+    const std::vector<float> &image_rows() const { return img_rows_; }
     double seconds_vision() const { return seconds_vision_; }
     uint64_t images_encoded() const { return images_encoded_; }
 

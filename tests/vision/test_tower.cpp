@@ -177,7 +177,14 @@ TEST(VisionTower, PromptsMatchWarp) {
             if (chunk == 1 && c.contains("logits_stepwise")) ref = c["logits_stepwise"];
             DiffStats d = diff_stats(logits, read_f32(vdir() + "/out/" + ref));
             print((name + (chunk == 1 ? " step" : " chunked") + " logits vs warp").c_str(), d);
-            EXPECT_LE(d.max_abs, 2e-4) << name;
+            // prompt3 (the image 5 tokens before the end) amplifies the
+            // tower's ~1e-5 distance from warp: 2.0-2.9e-4 across float and
+            // double forms of GELU and rotary, while the text model alone
+            // (warp's embeddings spliced in, PromptsWithWarpEmbeddings) is
+            // 1.75e-4 (docs/LEARNED.md, 2026-12-03). Still far under the
+            // 6e-4 a swapped GELU form produces.
+            const double tol = name == "prompt3" ? 3e-4 : 2e-4;
+            EXPECT_LE(d.max_abs, tol) << name;
             EXPECT_EQ(d.argmax_a, d.argmax_b) << name;
             std::vector<int32_t> greedy;
             int32_t next = d.argmax_a;
