@@ -11,12 +11,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "cli/images.h"
 #include "cli/text_gen.h"
 
 namespace sluice {
@@ -43,6 +45,7 @@ struct Chat {
     std::vector<int32_t> suffix;  // the assistant suffix (closes a reply)
     int32_t stop_token = -1;
     std::string stop_text;
+    std::vector<std::string> attached;  // /image files for the next message
 
     bool render(const std::vector<sluice_chat_message> &m, int add_open, std::vector<int32_t> *out) {
         sluice_status st = fill_all(*out, 64, [&](int32_t *o, size_t cap, size_t *n) {
@@ -71,6 +74,8 @@ struct Chat {
 
     void reset() {
         sluice_reset(ctx);
+        sluice_image_clear(ctx);
+        attached.clear();
         conv.clear();
     }
 
@@ -101,17 +106,46 @@ struct Chat {
         if (first && !a.system.empty()) msgs.push_back({"system", a.system.c_str()});
         msgs.push_back({"user", text.c_str()});
         std::vector<int32_t> rendered;
-        if (!render(msgs, 1, &rendered)) return false;
+        // Attached images are encoded now; a failure abandons the turn and
+        // leaves nothing queued (queue_images clears what it added).
+        std::vector<QueuedImage> imgs;
+        const std::vector<std::string> files = std::move(attached);
+        attached.clear();
+        if (!queue_images(ctx, files, "chat", false, &imgs)) return false;
+        if (imgs.empty()) {
+            if (!render(msgs, 1, &rendered)) return false;
+        } else {
+            const std::vector<sluice_chat_part> user = image_parts(imgs, text);
+            std::vector<sluice_chat_part> sys;
+            std::vector<sluice_chat_message_parts> pm;
+            for (const sluice_chat_message &m : msgs)
+                if (std::string(m.role) == "system") sys.push_back({m.content, std::strlen(m.content), 0, 0});
+            if (!sys.empty()) pm.push_back({"system", sys.data(), sys.size()});
+            pm.push_back({"user", user.data(), user.size()});
+            sluice_status st = fill_all(rendered, 256, [&](int32_t *o, size_t cap, size_t *n) {
+                return sluice_chat_render_parts(ctx, pm.data(), pm.size(), 1, o, cap, n);
+            });
+            if (st != SLUICE_OK) {
+                std::fprintf(stderr, "sluice chat: %s: %s\n", sluice_status_name(st), sluice_last_error(ctx));
+                sluice_image_clear(ctx);
+                return false;
+            }
+        }
         std::vector<int32_t> feed = conv.pending;
         // Segments are encoded one by one, so the opening is a prefix.
         size_t skip = first ? 0 : begin.size();
         feed.insert(feed.end(), rendered.begin() + (ptrdiff_t)skip, rendered.end());
+        if (!expand_images(ctx, "chat", &feed)) {
+            sluice_image_clear(ctx);
+            return false;
+        }
         std::vector<float> logits((size_t)sluice_n_vocab(ctx));
         sluice_status st = sluice_eval(ctx, feed.data(), feed.size(), logits.data());
         if (st != SLUICE_OK) {
             std::fprintf(stderr, "sluice chat: %s: %s%s\n", sluice_status_name(st), sluice_last_error(ctx),
                          st == SLUICE_E_RANGE ? " (/reset starts over)" : "");
             if (st != SLUICE_E_RANGE && st != SLUICE_E_ARG) reset();
+            sluice_image_clear(ctx);
             return false;
         }
         conv.history.insert(conv.history.end(), feed.begin(), feed.end());
@@ -229,9 +263,9 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
         }
         sluice_sampler_free(probe);
     }
-    sluice_ctx *ctx = h.open(a.model);
+    sluice_ctx *ctx = h.open(a.model, a.vision);
     if (!ctx) return 1;
-    Chat chat{ctx, a, h, {}, {}, {}, -1, {}};
+    Chat chat{ctx, a, h, {}, {}, {}, -1, {}, {}};
     if (!chat.init()) {
         sluice_close(ctx);
         return 1;
@@ -264,6 +298,24 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
             } else if ((cmd == "/save" || cmd == "/load") && arg.empty()) {
                 std::fprintf(stderr, "sluice chat: %s needs a file name\n", cmd.c_str());
                 rc = 1;
+            } else if (cmd == "/image") {
+                int32_t w = 0, h2 = 0;
+                if (arg.empty()) {
+                    std::fprintf(stderr, "sluice chat: /image needs a file name\n");
+                    rc = 1;
+                } else if (!a.vision) {
+                    std::fprintf(stderr, "sluice chat: /image needs the vision tower: start with --vision\n");
+                    rc = 1;
+                } else if ((int)chat.attached.size() >= SLUICE_MAX_IMAGES) {
+                    std::fprintf(stderr, "sluice chat: (too many images)\n");
+                    rc = 1;
+                } else if (sluice_image_dimensions(arg.c_str(), &w, &h2) != SLUICE_OK) {
+                    std::fprintf(stderr, "sluice chat: %s: not a readable image; nothing attached\n", arg.c_str());
+                    rc = 1;
+                } else {
+                    chat.attached.push_back(arg);
+                    std::fprintf(stderr, "(%s attached to the next message)\n", arg.c_str());
+                }
             } else if (cmd == "/save") {
                 if (!chat.save(arg)) rc = 1;
             } else if (cmd == "/load") {

@@ -42,7 +42,8 @@ private:
 // detokenize. main.cpp lends them its shared model options through hooks.
 struct TextHooks {
     std::function<void(CLI::App *)> add_common;                  // adds the shared model options
-    std::function<sluice_ctx *(const std::string &model)> open;  // opens with them; reports failure
+    // Opens with them (vision: load the image tower too); reports failure.
+    std::function<sluice_ctx *(const std::string &model, bool vision)> open;
     std::function<void(sluice_ctx *)> print_stats;               // the full expert/I-O statistics
     std::function<void(sluice_ctx *)> before_close;              // e.g. --learn
 };

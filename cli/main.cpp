@@ -114,6 +114,9 @@ void print_stats(sluice_ctx *ctx) {
         std::fprintf(stderr, "stats: lookahead guessed %llu records, %llu used, %llu withdrawn before reading\n",
                      (unsigned long long)s.lookahead_guesses, (unsigned long long)s.lookahead_guesses_used,
                      (unsigned long long)s.lookahead_guesses_dropped);
+    if (s.images_encoded)
+        std::fprintf(stderr, "stats: vision: %llu images decoded and encoded in %.3f s\n",
+                     (unsigned long long)s.images_encoded, s.seconds_vision);
     if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
         std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
                      (unsigned long long)s.pool_fallbacks);
@@ -367,6 +370,9 @@ int cmd_plan(const std::string &model, const Common &c) {
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),
                 p.record_bytes / 1048576.0);
     std::printf("  floor                     %10.3f GiB\n", gib(p.floor));
+    if (p.vision)  // VISION.md §2.4: joins the floor only when images are enabled
+        std::printf("  vision tower (images)     %10.3f GiB  (floor with images: %.3f GiB)\n", gib(p.vision),
+                    gib(p.floor + p.vision));
     std::printf("  token working set         %10.3f GiB  (MoE layers x top-k records)\n", gib(p.working_set));
     std::printf("  RAM this process may use  %10.3f GiB  (%s)\n", gib(p.ram_limit), p.ram_source);
     std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
@@ -480,7 +486,12 @@ int main(int argc, char **argv) {
     // run, chat, tokenize, detokenize (cli/text_commands.cpp)
     auto text_cmds = sluice::add_text_commands(
         app, {[&](CLI::App *sc) { add_common(sc, &common); },
-              [&](const std::string &m) { return open_or_report(m, to_config(common)); }, print_stats,
+              [&](const std::string &m, bool vision) {
+                  sluice_config cfg = to_config(common);
+                  cfg.vision = vision ? 1 : 0;
+                  return open_or_report(m, cfg);
+              },
+              print_stats,
               [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }});
 
     try {

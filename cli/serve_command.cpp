@@ -23,7 +23,7 @@ struct ServeCommand {
     int port = 8000, max_queue = 8, threads = 0, ctx = 0, http_threads = 0;
     int read_timeout = 30, write_timeout = 30, keep_alive = 5;
     double request_timeout = 0;
-    bool log = false;
+    bool log = false, vision = false, allow_local_images = false;
 };
 
 std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
@@ -43,7 +43,7 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--model-name", s->model_name, "model id clients name (default: the container's directory name)");
     a->add_option("--ctx", s->ctx, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
     a->add_option("--threads,-t", s->threads, "worker threads for kernels (0 = all CPUs)")->check(CLI::Range(0, 1024));
-    a->add_option("--max-body", s->max_body, "largest request body accepted; larger gets 413 (default 1M)");
+    a->add_option("--max-body", s->max_body, "largest request body accepted; larger gets 413 (default 1M; 64M with --vision)");
     a->add_option("--read-timeout", s->read_timeout, "seconds to wait for a request's bytes (default 30)")
         ->check(CLI::Range(1, 3600));
     a->add_option("--write-timeout", s->write_timeout, "seconds to wait for a client to take response bytes (default 30)")
@@ -57,6 +57,9 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--http-threads", s->http_threads, "HTTP connection threads (default: max-queue + 16)")
         ->check(CLI::Range(0, 4096));
     a->add_flag("--log", s->log, "log one line per request on stderr");
+    a->add_flag("--vision", s->vision, "load the vision tower: chat messages may carry images (Kimi K3)");
+    a->add_flag("--allow-local-images", s->allow_local_images,
+                "image parts may name files on this machine (file: URLs or paths); default: data: URLs only");
     return s;
 }
 
@@ -77,6 +80,8 @@ int serve(ServeCommand &s) {
                      s.budget.c_str());
         return 2;
     }
+    // A base64 image is 4/3 of its file: room for a ~48 MB picture.
+    if (s.vision && s.app->get_option("--max-body")->count() == 0) s.max_body = "64M";
     if (!parse_size(s.max_body, &max_body) || max_body == 0) {
         std::fprintf(stderr, "sluice serve: --max-body '%s' is not a positive size (examples: 1M, 64K)\n",
                      s.max_body.c_str());
@@ -102,6 +107,7 @@ int serve(ServeCommand &s) {
     cfg.n_threads = s.threads;
     cfg.max_context = s.ctx;
     cfg.budget_bytes = budget;
+    cfg.vision = s.vision ? 1 : 0;
     sluice_ctx *ctx = nullptr;
     sluice_status st = sluice_open(s.model.c_str(), &cfg, &ctx);
     if (st != SLUICE_OK) {
@@ -110,7 +116,7 @@ int serve(ServeCommand &s) {
         sluice_close(ctx);
         return 1;
     }
-    std::unique_ptr<server::Model> model = server::make_sluice_model(ctx);  // owns ctx now
+    std::unique_ptr<server::Model> model = server::make_sluice_model(ctx, s.vision);  // owns ctx now
     std::string err;
     if (!server::sluice_model_check(*model, &err)) {
         std::fprintf(stderr, "sluice serve: %s: %s\n", s.model.c_str(), err.c_str());
@@ -130,6 +136,7 @@ int serve(ServeCommand &s) {
     o.request_timeout_s = s.request_timeout;
     o.http_threads = s.http_threads;
     o.log_requests = s.log;
+    o.allow_local_images = s.allow_local_images;
 
     server::Server srv(*model, o);
     if (!srv.bind(&err)) {

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "cli/images.h"
 #include "cli/text_gen.h"
 #include "sluice/sluice.h"
 
@@ -23,6 +25,15 @@ struct RunArgs {
     int n = 256;
     std::vector<std::string> stops;
     bool raw = false, bos = false, stats = false, print_ids = false, special = false;
+    std::vector<std::string> images;
+};
+
+struct EvalArgs {
+    std::string model, prompt;
+    std::vector<std::string> images;
+    int top_k = 10;
+    bool json = false, stats = false;
+    std::string embeddings_out;
 };
 
 struct TokArgs {
@@ -84,7 +95,7 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
         std::fprintf(stderr, "sluice run: the sampling options are invalid\n");
         return 2;
     }
-    sluice_ctx *ctx = h.open(a.model);
+    sluice_ctx *ctx = h.open(a.model, !a.images.empty());
     if (!ctx) {
         sluice_sampler_free(sampler);
         return 1;
@@ -102,11 +113,17 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
     go.stops = a.stops;
     go.print_control = a.special;
     sluice_status st;
+    // Images are encoded first; their media blocks go before the text.
+    std::vector<QueuedImage> imgs;
+    std::vector<int32_t> blocks;
+    if (!queue_images(ctx, a.images, "run", false, &imgs)) return finish(1);
+    if (a.raw && !image_blocks(ctx, imgs, "run", &blocks)) return finish(1);
     if (a.raw) {
         // Plain text the model continues: content mode, no template.
         st = fill_all(prompt, a.prompt.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
             return sluice_tokenize(ctx, a.prompt.data(), a.prompt.size(), o, cap, n);
         });
+        prompt.insert(prompt.begin(), blocks.begin(), blocks.end());
         if (st == SLUICE_OK && (a.bos || prompt.empty())) {
             int32_t bos = sluice_token_bos(ctx);
             if (bos < 0 || bos >= sluice_n_vocab(ctx)) {
@@ -121,9 +138,21 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
         std::vector<sluice_chat_message> msgs;
         if (!a.system.empty()) msgs.push_back({"system", a.system.c_str()});
         msgs.push_back({"user", a.prompt.c_str()});
-        st = fill_all(prompt, a.prompt.size() + 64, [&](int32_t *o, size_t cap, size_t *n) {
-            return sluice_chat_render(ctx, msgs.data(), msgs.size(), 1, o, cap, n);
-        });
+        if (imgs.empty()) {
+            st = fill_all(prompt, a.prompt.size() + 64, [&](int32_t *o, size_t cap, size_t *n) {
+                return sluice_chat_render(ctx, msgs.data(), msgs.size(), 1, o, cap, n);
+            });
+        } else {
+            // The user turn: one media block per image, then the text.
+            const std::vector<sluice_chat_part> sys = {{a.system.data(), a.system.size(), 0, 0}};
+            const std::vector<sluice_chat_part> user = image_parts(imgs, a.prompt);
+            std::vector<sluice_chat_message_parts> pm;
+            if (!a.system.empty()) pm.push_back({"system", sys.data(), sys.size()});
+            pm.push_back({"user", user.data(), user.size()});
+            st = fill_all(prompt, a.prompt.size() + 256, [&](int32_t *o, size_t cap, size_t *n) {
+                return sluice_chat_render_parts(ctx, pm.data(), pm.size(), 1, o, cap, n);
+            });
+        }
         if (st == SLUICE_OK) {
             int32_t stop_tok = sluice_chat_stop_token(ctx);
             if (stop_tok >= 0)
@@ -137,6 +166,7 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
         if (st == SLUICE_E_UNSUPPORTED && !a.raw && sluice_token_eos(ctx) >= 0) std::fprintf(stderr, "sluice run: (--raw skips the chat template)\n");
         return finish(1);
     }
+    if (!expand_images(ctx, "run", &prompt)) return finish(1);
     const int V = sluice_n_vocab(ctx);
     std::vector<float> logits((size_t)V);
     auto t0 = std::chrono::steady_clock::now();
@@ -165,14 +195,86 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
                  n_gen / std::max(r.seconds, 1e-9), stop_reason_name(r.why), (unsigned long long)s.expert_cache_hits,
                  (unsigned long long)s.expert_cache_misses, acc ? 100.0 * s.expert_cache_hits / acc : 0.0,
                  (unsigned long long)seed);
+    if (s.images_encoded)
+        std::fprintf(stderr, "sluice run: vision: %llu images in %.3f s\n", (unsigned long long)s.images_encoded,
+                     s.seconds_vision);
     if (a.print_ids) std::fprintf(stderr, "ids: %s\n", join_ids(r.ids).c_str());
     if (a.stats && h.print_stats) h.print_stats(ctx);
     return finish(rc);
 }
 
+// sluice eval: the untemplated form. The media blocks, then the prompt in
+// markup mode ("I wrote this string myself", as the reference CLI does);
+// prints the top-k logits of the last position.
+int cmd_eval(EvalArgs &a, const TextHooks &h) {
+    sluice_ctx *ctx = h.open(a.model, !a.images.empty());
+    if (!ctx) return 1;
+    auto finish = [&](int code) {
+        if (h.before_close) h.before_close(ctx);
+        sluice_close(ctx);
+        return code;
+    };
+    std::vector<QueuedImage> imgs;
+    std::vector<int32_t> ids, text;
+    if (!queue_images(ctx, a.images, "eval", a.json, &imgs)) return finish(1);
+    if (!image_blocks(ctx, imgs, "eval", &ids)) return finish(1);
+    if (!a.embeddings_out.empty()) {
+        // The image embeddings as little-endian float32 rows (tools/oracle/vision.py reads them).
+        std::vector<float> rows;
+        sluice_status es = fill_all(rows, 1024, [&](float *o, size_t cap, size_t *n) {
+            return sluice_image_embeddings(ctx, o, cap, n);
+        });
+        const std::string tmp = a.embeddings_out + ".tmp";
+        FILE *f = es == SLUICE_OK ? std::fopen(tmp.c_str(), "wb") : nullptr;
+        const bool ok = f && std::fwrite(rows.data(), 4, rows.size(), f) == rows.size();
+        if (f && std::fclose(f) != 0) f = nullptr;
+        if (!ok || !f || std::rename(tmp.c_str(), a.embeddings_out.c_str()) != 0) {
+            std::remove(tmp.c_str());
+            std::fprintf(stderr, "sluice eval: cannot write %s\n", a.embeddings_out.c_str());
+            return finish(1);
+        }
+    }
+    sluice_status st = fill_all(text, a.prompt.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
+        return sluice_tokenize_markup(ctx, a.prompt.data(), a.prompt.size(), o, cap, n);
+    });
+    if (st != SLUICE_OK) {
+        report("eval", ctx, st);
+        return finish(1);
+    }
+    ids.insert(ids.end(), text.begin(), text.end());
+    if (ids.empty()) {
+        std::fprintf(stderr, "sluice eval: the prompt is empty\n");
+        return finish(2);
+    }
+    if (!expand_images(ctx, "eval", &ids)) return finish(1);
+    std::vector<float> logits((size_t)sluice_n_vocab(ctx));
+    st = sluice_eval(ctx, ids.data(), ids.size(), logits.data());
+    if (st != SLUICE_OK) {
+        report("eval", ctx, st);
+        return finish(1);
+    }
+    std::vector<int32_t> order(logits.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = (int32_t)i;
+    const size_t k = std::min(order.size(), (size_t)std::max(a.top_k, 1));
+    std::partial_sort(order.begin(), order.begin() + (long)k, order.end(), [&](int32_t x, int32_t y) {
+        return logits[(size_t)x] > logits[(size_t)y] || (logits[(size_t)x] == logits[(size_t)y] && x < y);
+    });
+    if (a.json) {
+        std::printf("{\"n_prompt\": %zu, \"images\": %zu, \"top\": [", ids.size(), imgs.size());
+        for (size_t i = 0; i < k; i++)
+            std::printf("%s{\"id\": %d, \"logit\": %.6f}", i ? ", " : "", order[i], logits[(size_t)order[i]]);
+        std::printf("]}\n");
+    } else {
+        std::printf("prompt: %zu tokens (%zu images)\n", ids.size(), imgs.size());
+        for (size_t i = 0; i < k; i++) std::printf("%6d %.4f\n", order[i], logits[(size_t)order[i]]);
+    }
+    if (a.stats && h.print_stats) h.print_stats(ctx);
+    return finish(0);
+}
+
 int cmd_tokenize(TokArgs &a, const TextHooks &h) {
     std::string text = a.text_opt->count() ? a.text : read_stdin();
-    sluice_ctx *ctx = h.open(a.model);
+    sluice_ctx *ctx = h.open(a.model, false);
     if (!ctx) return 1;
     std::vector<int32_t> ids;
     sluice_status st = fill_all(ids, text.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
@@ -199,7 +301,7 @@ int cmd_detokenize(DetokArgs &a, const TextHooks &h) {
         std::fprintf(stderr, "sluice detokenize: %s\n", err.c_str());
         return 2;
     }
-    sluice_ctx *ctx = h.open(a.model);
+    sluice_ctx *ctx = h.open(a.model, false);
     if (!ctx) return 1;
     std::vector<char> text;
     sluice_status st = fill_all(text, ids.size() * 8, [&](char *o, size_t cap, size_t *n) {
@@ -221,9 +323,11 @@ int cmd_detokenize(DetokArgs &a, const TextHooks &h) {
 struct TextCommands {
     TextHooks hooks;
     RunArgs run;
+    EvalArgs eval;
     ChatArgs chat;
     TokArgs tok;
     DetokArgs detok;
+    CLI::App *eval_cmd = nullptr;
     CLI::App *run_cmd = nullptr, *chat_cmd = nullptr, *tok_cmd = nullptr, *detok_cmd = nullptr;
 };
 
@@ -243,9 +347,24 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     run->add_flag("--stats", r.stats, "print expert cache and I/O statistics");
     run->add_flag("--print-ids", r.print_ids, "print the generated token ids on stderr");
     run->add_flag("--special", r.special, "print control tokens' text too");
+    run->add_option("--image", r.images, "an image for the prompt (PNG, JPEG, ...; repeatable; Kimi K3)")
+        ->check(CLI::ExistingFile);
     r.sampling.add(run);
     t->hooks.add_common(run);
     t->run_cmd = run;
+
+    EvalArgs &e = t->eval;
+    auto *ev = app.add_subcommand("eval", "print the top logits after a prompt (markup mode, no template)");
+    ev->add_option("model", e.model, "container directory")->required();
+    ev->add_option("prompt", e.prompt, "the prompt; special-token strings become their ids")->required();
+    ev->add_option("--image", e.images, "an image, placed before the prompt (repeatable; Kimi K3)")
+        ->check(CLI::ExistingFile);
+    ev->add_option("--top-k", e.top_k, "logits to print (default 10)")->check(CLI::Range(1, 1 << 20));
+    ev->add_flag("--json", e.json, "print JSON");
+    ev->add_option("--embeddings-out", e.embeddings_out, "write the images' embeddings here (float32 rows)");
+    ev->add_flag("--stats", e.stats, "print expert cache, I/O and vision statistics");
+    t->hooks.add_common(ev);
+    t->eval_cmd = ev;
 
     ChatArgs &c = t->chat;
     auto *chat = app.add_subcommand(
@@ -254,6 +373,7 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     chat->add_option("-n", c.n_max, "tokens per reply at most (default 1024)")->check(CLI::Range(1, 1 << 24));
     chat->add_option("--system", c.system, "a system message opening the conversation");
     chat->add_flag("--print-ids", c.print_ids, "print each reply's token ids on stderr");
+    chat->add_flag("--vision", c.vision, "load the vision tower: /image FILE attaches an image (Kimi K3)");
     c.sampling.add(chat);
     t->hooks.add_common(chat);
     t->chat_cmd = chat;
@@ -278,6 +398,7 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
 bool run_text_command(TextCommands &t, int *rc) {
     if (*t.run_cmd) return *rc = cmd_run(t.run, t.hooks), true;
     if (*t.chat_cmd) return *rc = cmd_chat(t.chat, t.hooks), true;
+    if (*t.eval_cmd) return *rc = cmd_eval(t.eval, t.hooks), true;
     if (*t.tok_cmd) return *rc = cmd_tokenize(t.tok, t.hooks), true;
     if (*t.detok_cmd) return *rc = cmd_detokenize(t.detok, t.hooks), true;
     return false;

@@ -94,6 +94,7 @@ struct ChatArgs {
     SamplingOpts sampling;
     int n_max = 1024;  // tokens per reply
     bool print_ids = false;
+    bool vision = false;  // load the vision tower so /image works
 };
 // The chat REPL (cli/chat_command.cpp).
 int cmd_chat(ChatArgs &a, const TextHooks &h);

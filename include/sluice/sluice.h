@@ -59,6 +59,8 @@ typedef struct sluice_config {
     int32_t io_depth;       /* expert reads in flight; 0 = io_threads if set, else 8 */
     int32_t io_engine;      /* sluice_io_engine */
     const char *cache_policy; /* "freq" (NULL: default), "lfru" or "lru" */
+    int32_t vision;         /* non-zero: load K3's vision tower, if the container has one, for
+                               the sluice_image_* functions; its bytes join the memory floor */
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -274,6 +276,8 @@ typedef struct sluice_stats {
     int32_t io_depth;
     char io_engine[16];         /* "io_uring", "threads" or "synchronous" */
     char cache_policy[8];
+    double seconds_vision;      /* wall time decoding and encoding images (sluice_image_add) */
+    uint64_t images_encoded;
 } sluice_stats;
 sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
@@ -302,6 +306,11 @@ typedef struct sluice_memory_plan {
     int32_t context;
     char ram_source[160];
     char choice[200];
+    /* K3 vision tower: weights plus activations for max_patches patches and
+     * the embedding queue (VISION.md §2.4). Part of `floor` only in a context
+     * opened with sluice_config.vision; sluice_plan_model reports it beside
+     * a floor without it (floor + vision is the floor with images). */
+    uint64_t vision;
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is
@@ -338,6 +347,77 @@ sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band);
 /* Copies the record, closest to a boundary first (buffer rules as in the
  * text functions: SLUICE_E_RANGE with *n_out set when cap is too small). */
 sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------------
+ * Images (Kimi K3's vision tower; ../shared/spec/VISION.md)
+ *
+ * Order of use: sluice_image_add for each image (decoded, resized to a patch
+ * grid and encoded now; its embedding rows are queued), then the prompt with
+ * one media block per image (sluice_image_block, or a chat render with image
+ * parts), then sluice_image_expand, then ONE sluice_eval of the whole
+ * expanded prompt: each pad token takes the next queued row. After an eval
+ * that used any row the queue is empty; sluice_reset does not touch it.
+ * Every function leaves the context as it was when it fails.
+ * ------------------------------------------------------------------------ */
+
+/* Most images queued at once. */
+#define SLUICE_MAX_IMAGES 32
+
+/* Source width and height from the file's header alone. No context needed;
+ * SLUICE_E_ARG for NULL arguments, SLUICE_E_IO if the header is unreadable. */
+sluice_status sluice_image_dimensions(const char *path, int32_t *width, int32_t *height);
+/* The same for an image's bytes in memory. */
+sluice_status sluice_image_dimensions_memory(const void *data, size_t len, int32_t *width, int32_t *height);
+/* Decodes (PNG, JPEG, BMP, TGA, GIF, PSD), preprocesses and encodes the image
+ * at path and queues its rows; *n_tokens (may be NULL) receives the number of
+ * image tokens (pad positions after expansion). SLUICE_E_UNSUPPORTED without a
+ * tower (context opened without sluice_config.vision, or no tower in the
+ * container); SLUICE_E_IO for an unreadable, undecodable or oversized image
+ * (more than 64 Mi source pixels, refused from the header before decoding);
+ * SLUICE_E_ARG with SLUICE_MAX_IMAGES already queued. */
+sluice_status sluice_image_add(sluice_ctx *ctx, const char *path, int32_t *n_tokens);
+/* The same from bytes in memory (e.g. a decoded data: URL); name labels
+ * errors (may be NULL). */
+sluice_status sluice_image_add_memory(sluice_ctx *ctx, const void *data, size_t len, const char *name,
+                                      int32_t *n_tokens);
+/* Copies in[0..n) to out, each pad token replaced by its image's run, in
+ * queue order. The prompt must hold exactly one pad token per queued image
+ * (else SLUICE_E_ARG); buffer rules as in the text functions. out must not
+ * alias in. */
+sluice_status sluice_image_expand(sluice_ctx *ctx, const int32_t *in, size_t n, int32_t *out, size_t cap,
+                                  size_t *n_out);
+/* Drops every queued image. */
+sluice_status sluice_image_clear(sluice_ctx *ctx);
+/* The queued embedding rows, image after image: *n_out receives the float
+ * count (rows x hidden); buffer rules as in the text functions. For checks
+ * against a reference (tools/oracle/vision.py). */
+sluice_status sluice_image_embeddings(sluice_ctx *ctx, float *out, size_t cap, size_t *n_out);
+/* Images queued now; 0 without a tower. */
+int32_t sluice_image_count(const sluice_ctx *ctx);
+/* The media block of a width x height image, as ids (markup mode):
+ * <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>.
+ * width or height <= 0 gives the block without the "image WxH" text.
+ * SLUICE_E_UNSUPPORTED if the tokenizer lacks the four media markers. */
+sluice_status sluice_image_block(sluice_ctx *ctx, int32_t width, int32_t height, int32_t *out, size_t cap,
+                                 size_t *n_out);
+
+/* A chat message whose content is a list of parts: text (tokenized as
+ * content, each part on its own) or an image (its media block, as markup). */
+typedef struct sluice_chat_part {
+    const char *text;   /* text part: bytes (NULL for an image part) */
+    size_t text_len;
+    int32_t width;      /* image part: source dimensions for the media block */
+    int32_t height;
+} sluice_chat_part;
+typedef struct sluice_chat_message_parts {
+    const char *role;   /* "system", "user" or "assistant" */
+    const sluice_chat_part *parts;
+    size_t n_parts;
+} sluice_chat_message_parts;
+/* As sluice_chat_render, with image parts. SLUICE_E_UNSUPPORTED when a part
+ * is an image and the tokenizer lacks the media markers. */
+sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
+                                       int add_open, int32_t *out, size_t cap, size_t *n_out);
 
 #ifdef __cplusplus
 }

@@ -12,6 +12,7 @@
 #include "api/ctx.h"
 #include "api/fingerprint.h"
 #include "model/engine.h"
+#include "vision/config.h"
 
 namespace {
 
@@ -116,6 +117,7 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     opt.preload_hotlist = cfg.no_hotlist == 0;
     if (cfg.hotlist) opt.hotlist = cfg.hotlist;
     if (cfg.cgroup_root) opt.cgroup_root = cfg.cgroup_root;
+    opt.vision = cfg.vision != 0;
     sluice::Status st;
     try {
         st = ctx->engine.open(path, opt);
@@ -279,6 +281,8 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->cache_bytes_used = ss.cache_bytes_used;
     out->direct_io = ss.direct_io ? 1 : 0;
     out->pool_fallbacks = ss.pool_fallbacks;
+    out->seconds_vision = ctx->engine.seconds_vision();
+    out->images_encoded = ctx->engine.images_encoded();
     return SLUICE_OK;
 }
 
@@ -318,6 +322,7 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->mla_kv = p.mla_kv;
     out->scratch = p.scratch;
     out->min_cache = p.min_cache;
+    out->vision = p.vision;
     out->floor = p.floor;
     out->record_bytes = p.record;
     out->working_set = p.working_set;
@@ -353,6 +358,12 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
         return st.code();
     }
     fill_plan(p, context, out);
+    // The tower's share, reported beside a floor without it: it joins the
+    // floor only in a context opened with vision (VISION.md §2.4).
+    if (sluice::vision::has_tower(m)) {
+        sluice::vision::VisionConfig vc;
+        if (sluice::vision::load_vision_config(path, m.cfg, &vc)) out->vision = sluice::vision::vision_plan_bytes(m, vc);
+    }
     return SLUICE_OK;
 }
 

@@ -296,6 +296,86 @@ sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msg
     }
 }
 
+}  // extern "C"
+
+namespace {
+
+// K3's media block (VISION.md §6.1); the four markers must be specials.
+sluice_status media_block(sluice_ctx *ctx, const tok::Tokenizer &tk, int32_t w, int32_t h, std::string *out) {
+    for (const char *m : {"<|media_begin|>", "<|media_content|>", "<|media_pad|>", "<|media_end|>"})
+        if (!tk.special_id(m))
+            return fail(ctx, SLUICE_E_UNSUPPORTED,
+                        std::string("this tokenizer has no ") + m +
+                            " special token: image blocks need Kimi K3's media markup");
+    const std::string dims = w > 0 && h > 0 ? "image " + std::to_string(w) + "x" + std::to_string(h) : "";
+    *out = "<|media_begin|>" + dims + "<|media_content|><|media_pad|><|media_end|>";
+    return SLUICE_OK;
+}
+
+}  // namespace
+
+extern "C" {
+
+sluice_status sluice_image_block(sluice_ctx *ctx, int32_t width, int32_t height, int32_t *out, size_t cap,
+                                 size_t *n_out) {
+    const tok::Tokenizer *tk;
+    if (sluice_status s = need_tok(ctx, &tk)) return s;
+    if (sluice_status s = check_buf(ctx, "sluice_image_block", out, cap, n_out)) return s;
+    try {
+        std::string block;
+        if (sluice_status s = media_block(ctx, *tk, width, height, &block)) return s;
+        return deliver(ctx, "sluice_image_block", tk->encode_markup(block), out, cap, n_out);
+    } catch (const std::bad_alloc &) {
+        return fail(ctx, SLUICE_E_NOMEM, "sluice_image_block: out of memory");
+    }
+}
+
+sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
+                                       int add_open, int32_t *out, size_t cap, size_t *n_out) {
+    const tok::Tokenizer *tk;
+    const char *fn = "sluice_chat_render_parts";
+    if (sluice_status s = need_chat(ctx, &tk)) return s;
+    if (sluice_status s = check_buf(ctx, fn, out, cap, n_out)) return s;
+    if (!msgs && n_msgs > 0) return fail(ctx, SLUICE_E_ARG, std::string(fn) + ": msgs is NULL");
+    try {
+        // The segments of chat_segments, with each text part a content
+        // segment of its own and each image part its media block as markup
+        // (CHAT_K3.md §3.3, §7).
+        const tok::ChatFormat &f = ctx->text->chat;
+        std::vector<tok::Segment> segs;
+        auto markup = [&](const std::string &t) {
+            if (!t.empty()) segs.push_back({true, t});
+        };
+        markup(f.begin);
+        for (size_t i = 0; i < n_msgs; i++) {
+            const std::string at = std::string(fn) + ": message " + std::to_string(i);
+            auto role = parse_role(msgs[i].role);
+            if (!role)
+                return fail(ctx, SLUICE_E_ARG,
+                            at + ": role '" + (msgs[i].role ? msgs[i].role : "(null)") +
+                                "' is not one of system, user, assistant");
+            if (!msgs[i].parts && msgs[i].n_parts > 0) return fail(ctx, SLUICE_E_ARG, at + ": parts is NULL");
+            const bool sys = *role == tok::Role::system, usr = *role == tok::Role::user;
+            markup(sys ? f.system_prefix : usr ? f.user_prefix : f.assistant_prefix);
+            for (size_t j = 0; j < msgs[i].n_parts; j++) {
+                const sluice_chat_part &p = msgs[i].parts[j];
+                if (p.text) {
+                    if (p.text_len > 0) segs.push_back({false, std::string(p.text, p.text_len)});
+                } else {
+                    std::string block;
+                    if (sluice_status s = media_block(ctx, *tk, p.width, p.height, &block)) return s;
+                    segs.push_back({true, block});
+                }
+            }
+            markup(sys ? f.system_suffix : usr ? f.user_suffix : f.assistant_suffix);
+        }
+        if (add_open) markup(f.open_text());
+        return deliver(ctx, fn, tok::encode_segments(*tk, segs), out, cap, n_out);
+    } catch (const std::bad_alloc &) {
+        return fail(ctx, SLUICE_E_NOMEM, std::string(fn) + ": out of memory");
+    }
+}
+
 const char *sluice_chat_stop(sluice_ctx *ctx) {
     const tok::Tokenizer *tk;
     if (need_chat(ctx, &tk) != SLUICE_OK) return "";

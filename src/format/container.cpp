@@ -124,8 +124,21 @@ Status Container::describe_entry(const TrunkEntry &entry, const std::vector<int6
 
 Status Container::load(const std::string &name, const std::vector<int64_t> &shape, bool need_f32,
                        QTensor *out) const {
-    SLUICE_TRY(describe(name, shape, out));
     const TrunkEntry *e = find(name);
+    if (!e) return format_error(dir_ + "/manifest.json: required tensor '" + man_.tensor_prefix + name + "' is missing");
+    return load_entry(*e, &shape, need_f32, out);
+}
+
+const TrunkEntry *Container::find_full(const std::string &full_name) const {
+    for (const TrunkEntry &e : man_.trunk)
+        if (e.name == full_name) return &e;  // first occurrence wins, as find() does
+    return nullptr;
+}
+
+Status Container::load_entry(const TrunkEntry &entry, const std::vector<int64_t> *shape, bool need_f32,
+                             QTensor *out) const {
+    SLUICE_TRY(describe_entry(entry, shape, out));
+    const TrunkEntry *e = &entry;
     QTensor &t = *out;
     if (need_f32 && t.fmt != QFmt::F32)
         return format_error(trunk_.path() + ": tensor '" + t.name + "' must be F32 but is " + qfmt_name(t.fmt));

@@ -32,6 +32,10 @@ public:
     // Loads a trunk tensor, checking its shape (each dim; -1 = any) and,
     // if need_f32, that it is stored as F32.
     Status load(const std::string &name, const std::vector<int64_t> &shape, bool need_f32, QTensor *out) const;
+    // The same for an entry found by its full name (no prefix is applied):
+    // the vision tower's tensors live outside tensor_prefix (VISION.md §1.1).
+    const TrunkEntry *find_full(const std::string &full_name) const;
+    Status load_entry(const TrunkEntry &e, const std::vector<int64_t> *shape, bool need_f32, QTensor *out) const;
     // Loads an F32 tensor of at least min_elems elements (conv kernels, A_log).
     Status load_f32_min(const std::string &name, int64_t min_elems, std::vector<float> *out) const;
     // Validates a matrix entry without loading its payload (the embedding).

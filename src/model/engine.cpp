@@ -22,10 +22,24 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
         const ExpertQuant &eq = c_.manifest().eq;
         SLUICE_TRY(geom_.init(cfg.moe_inter, cfg.expert_in(), eq.stages, eq.entries, eq.index_bits, stride));
     }
+    // The tower is read only when images are asked for and the container
+    // has one (VISION.md §1.4); its geometry is checked first.
+    uint64_t vision_bytes = 0;
+    const bool want_tower = opt_.vision && vision::has_tower(c_.manifest());
+    if (want_tower) {
+        SLUICE_TRY(vision::load_vision_config(c_.dir(), cfg, &vcfg_));
+        SLUICE_TRY(vision::check_vision_config(vcfg_, cfg, c_.dir() + "/vision.json"));
+        vision_bytes = vision::vision_plan_bytes(c_.manifest(), vcfg_);
+    }
     // The plan refuses an under-floor budget before anything large is loaded.
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, opt_.cgroup_root,
-                           opt_.proc_cgroup, &plan_));
+                           opt_.proc_cgroup, &plan_, vision_bytes));
     SLUICE_TRY(load_weights(c_, &w_));
+    if (want_tower) {
+        auto t = std::make_unique<vision::VisionTower>();
+        SLUICE_TRY(vision::load_tower(c_, vcfg_, t.get()));
+        tower_ = std::move(t);
+    }
     pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
     ops_.pool = pool_.get();
     StoreOptions so;
@@ -122,7 +136,17 @@ void Engine::reset() {
 
 Status Engine::embed(const int32_t *tokens, int64_t n, float *X) {
     const int64_t d = c_.config().hidden;
-    for (int64_t t = 0; t < n; t++) SLUICE_TRY(c_.read_row_f32(w_.embed, tokens[t], X + t * d));
+    const int64_t rows = (int64_t)img_rows_.size() / d;
+    for (int64_t t = 0; t < n; t++) {
+        // The splice (VISION.md §6.3): a pad token takes the next queued
+        // image row verbatim while rows remain; otherwise the table row.
+        if (tower_ && tokens[t] == vcfg_.pad && splice_cursor_ < rows) {
+            std::copy_n(img_rows_.data() + splice_cursor_ * d, d, X + t * d);
+            splice_cursor_++;
+            continue;
+        }
+        SLUICE_TRY(c_.read_row_f32(w_.embed, tokens[t], X + t * d));
+    }
     return Status::ok();
 }
 
@@ -169,6 +193,9 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
                                           " tokens exceed max_context " + std::to_string(opt_.max_context));
     const int64_t V = cfg.vocab;
     const auto t_start = std::chrono::steady_clock::now();
+    // The image queue is armed for this call's tokens only; once any row
+    // was used the whole queue is spent (VISION.md §6.3).
+    splice_cursor_ = 0;
     for (int64_t t0 = 0; t0 < n; t0 += opt_.prefill_chunk) {
         const int64_t m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
         const bool last = t0 + m == n;
@@ -177,6 +204,8 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         else if (logits && last) out = logits;
         SLUICE_TRY(eval_chunk(tokens + t0, m, out, all));
     }
+    if (splice_cursor_ > 0) image_clear();
+    splice_cursor_ = 0;
     tokens_evaluated_ += (uint64_t)n;
     seconds_eval_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     return Status::ok();

@@ -13,6 +13,7 @@
 #include "runtime/expert_store.h"
 #include "runtime/memory_plan.h"
 #include "runtime/route_trace.h"
+#include "vision/tower.h"
 
 namespace sluice {
 
@@ -54,6 +55,7 @@ struct EngineOptions {
     // layer ordinal, cycling) instead of its router's choice. The logits
     // are meaningless; the access pattern is real. Empty = off.
     std::shared_ptr<const RouteTrace> route_replay;
+    bool vision = false;      // load K3's vision tower (if the container has one) for image input
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -107,6 +109,28 @@ public:
     uint64_t tokens_evaluated() const { return tokens_evaluated_; }
     double seconds_eval() const { return seconds_eval_; }
 
+    // Images (VISION.md §6-7; images.cpp). A queue of image embeddings
+    // that the next eval splices in place of the pad token, one row per
+    // pad position, in order. Every failed call leaves the queue as it was.
+    bool has_vision() const { return tower_ != nullptr; }
+    const vision::VisionConfig &vision_config() const { return vcfg_; }
+    // Decodes, preprocesses and encodes one image now, and queues its rows.
+    Status image_add(const uint8_t *data, size_t len, const std::string &name, int *n_tokens);
+    // Encodes a given patch tensor (tests, tools): pixels [gh·gw][588].
+    Status image_encode_pixels(const float *pixels, vision::Grid g, std::vector<float> *emb);
+    // Queues given embeddings as one image (tests: warp's own rows).
+    Status image_queue_rows(const float *rows, int n_tokens);
+    // Expands each pad token of `in` to its image's run (one pad per queued image).
+    Status image_expand(const int32_t *in, size_t n, std::vector<int32_t> *out) const;
+    void image_clear() {
+        img_rows_.clear();
+        img_tokens_.clear();
+    }
+    size_t images_queued() const { return img_tokens_.size(); }
+    const std::vector<float> &image_rows() const { return img_rows_; }
+    double seconds_vision() const { return seconds_vision_; }
+    uint64_t images_encoded() const { return images_encoded_; }
+
 private:
     Status eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all);
     Status embed(const int32_t *tokens, int64_t n, float *X);
@@ -145,6 +169,15 @@ private:
     TraceFn trace_;
     uint64_t tokens_evaluated_ = 0;
     double seconds_eval_ = 0;
+
+    // Vision: the tower (null when not requested or absent) and the queue.
+    vision::VisionConfig vcfg_;
+    std::unique_ptr<vision::VisionTower> tower_;
+    std::vector<float> img_rows_;   // queued embeddings, [rows][hidden]
+    std::vector<int> img_tokens_;   // rows per queued image
+    int64_t splice_cursor_ = 0;     // next unused row during one eval
+    double seconds_vision_ = 0;
+    uint64_t images_encoded_ = 0;
 };
 
 }  // namespace sluice

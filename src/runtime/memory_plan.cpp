@@ -57,7 +57,7 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 }
 
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
-                   const std::string &proc_cgroup, MemoryPlan *out) {
+                   const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     for (const TrunkEntry &t : m.trunk) {
@@ -94,7 +94,8 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const uint64_t tables = 2ull * nv_in * (uint64_t)m.eq.stages * 256 * 4;
     p.scratch = (uint64_t)chunk * (16 * widest * 4 + tables) + (uint64_t)c.vocab * 4 * (uint64_t)chunk +
                 (128ull << 20);
-    p.floor = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache;
+    p.vision = vision_bytes;
+    p.floor = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision;
     p.ram_limit = ram_limit_bytes(cgroup_root, proc_cgroup, &p.ram_source);
 
     if (budget == 0) {

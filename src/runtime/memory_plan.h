@@ -15,6 +15,7 @@ struct MemoryPlan {
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
     uint64_t scratch = 0;      // activations, VQ tables, I/O buffers, runtime overhead
     uint64_t min_cache = 0;    // 2 x top-k expert records: one layer in use, one read ahead
+    uint64_t vision = 0;       // K3 vision tower and image activations, when images are enabled
     uint64_t floor = 0;        // sum of the above
     uint64_t record = 0;       // bytes of one expert record
     uint64_t working_set = 0;  // records one token touches: MoE layers x top-k
@@ -33,8 +34,9 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 // budget 0 = choose: the largest of floor + 3, + 2 or + 1 working sets that
 // fits under 3/4 of the RAM limit, else the floor. A budget under the floor
 // is refused with an error naming the floor.
+// vision_bytes (vision/config.h) is part of the floor: 0 without images.
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
-                   const std::string &proc_cgroup, MemoryPlan *out);
+                   const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes = 0);
 
 // "2G", "1.5GiB", "512M", "1073741824" -> bytes. False on junk.
 bool parse_size(const std::string &s, uint64_t *out);

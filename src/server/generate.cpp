@@ -1,5 +1,6 @@
 // One request's generation (see generate.h).
 #include "server/generate.h"
+#include "server/images.h"
 
 #include <algorithm>
 #include <cmath>
@@ -79,7 +80,11 @@ TokenLogprob token_logprob(Model &m, const std::vector<float> &lp, int32_t id, i
 bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt, ApiError *err) {
     std::string e;
     const int32_t V = m.vocab();
-    if (req.kind == Endpoint::chat) {
+    if (req.kind == Endpoint::chat && request_has_images(req)) {
+        std::string code;
+        if (!m.chat_render_images(req.messages, prompt, &e, &code))
+            return *err = bad_request("cannot take the images: " + e, "messages", code), false;
+    } else if (req.kind == Endpoint::chat) {
         if (!m.chat_render(req.messages, prompt, &e))
             return *err = bad_request("cannot render the conversation: " + e, "messages"), false;
     } else if (req.prompt_is_ids) {

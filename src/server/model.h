@@ -16,9 +16,21 @@
 
 namespace sluice::server {
 
+// One part of a content array: text, or an image (images.h resolves its
+// reference to bytes before the request is queued).
+struct ContentPart {
+    bool image = false;
+    std::string text;   // text part
+    std::string url;    // image part: the reference as sent (data:, file:, a path)
+    std::string bytes;  // image part: the file's bytes, once resolved
+};
+
 struct ChatMessage {
     std::string role;  // "system", "user" or "assistant"
     std::string content;
+    // Set only when the content array has an image part; then every part,
+    // text included, is here in order (and content holds the text parts).
+    std::vector<ContentPart> parts;
 };
 
 // Streaming detokenizer: push returns the text that is complete so far
@@ -71,6 +83,18 @@ public:
     virtual bool eval(const int32_t *ids, size_t n, float *logits, std::string *err) = 0;
     // Feeds n tokens; logits (n x vocab floats) receives every position's logits.
     virtual bool eval_all(const int32_t *ids, size_t n, float *logits, std::string *err) = 0;
+
+    // A conversation with image parts (K3's vision tower, VISION.md §9):
+    // encodes the images in order, renders each as its media block, and
+    // expands the prompt; the next eval splices the images in. On failure
+    // *code is an OpenAI error code and nothing stays queued. The default
+    // is a model that takes text only.
+    virtual bool chat_render_images(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out,
+                                    std::string *err, std::string *code) {
+        *code = "vision_unsupported";
+        *err = "this model takes text only";
+        return false;
+    }
 };
 
 }  // namespace sluice::server

@@ -155,11 +155,30 @@ bool get_number(const json &o, const char *k, double lo, double hi, float *out, 
 }
 
 // OpenAI content: a string, or an array of {"type":"text","text":...} parts.
-bool get_content(const json &v, const std::string &param, std::string *out, ApiError *err) {
+// Image parts: {"type":"image_url","image_url":{"url":...}} or
+// {"type":"image_url","image_url":"..."}, and K3's {"type":"image","image":...}
+// (an object's url, then path, then data field). VISION.md §9.
+bool get_image_ref(const json &part, const std::string &pp, std::string *url, ApiError *err) {
+    const bool openai = part["type"] == "image_url";
+    auto v = part.find(openai ? "image_url" : "image");
+    std::string ref;
+    if (v != part.end() && v->is_string()) ref = v->get<std::string>();
+    if (v != part.end() && v->is_object())
+        for (const char *k : {"url", "path", "data"})
+            if (auto f = v->find(k); f != v->end() && f->is_string() && ref.empty()) ref = f->get<std::string>();
+    if (ref.empty()) return *err = bad_request("'" + pp + "' is an image with no url", "image_url"), false;
+    *url = std::move(ref);
+    return true;
+}
+
+bool get_content(const json &v, const std::string &param, std::string *out, ApiError *err,
+                 std::vector<ContentPart> *parts = nullptr) {
     if (v.is_null()) return out->clear(), true;
     if (v.is_string()) return *out = v.get<std::string>(), true;
     if (!v.is_array()) return *err = wrong_type(param, "a string or an array of content parts", v), false;
     out->clear();
+    std::vector<ContentPart> ps;
+    bool any_image = false;
     for (size_t i = 0; i < v.size(); i++) {
         const json &part = v[i];
         std::string pp = param + "[" + std::to_string(i) + "]";
@@ -167,6 +186,14 @@ bool get_content(const json &v, const std::string &param, std::string *out, ApiE
         auto t = part.find("type");
         if (t == part.end() || !t->is_string())
             return *err = bad_request("'" + pp + ".type' must be a string", pp + ".type"), false;
+        if (parts && (*t == "image_url" || *t == "image")) {
+            ContentPart cp;
+            cp.image = true;
+            if (!get_image_ref(part, pp, &cp.url, err)) return false;
+            ps.push_back(std::move(cp));
+            any_image = true;
+            continue;
+        }
         if (*t != "text")
             return *err = bad_request("content part type '" + t->get<std::string>() +
                                           "' is not supported (this model takes text only)",
@@ -176,7 +203,9 @@ bool get_content(const json &v, const std::string &param, std::string *out, ApiE
         if (x == part.end() || !x->is_string())
             return *err = bad_request("'" + pp + ".text' must be a string", pp + ".text"), false;
         *out += x->get<std::string>();
+        ps.push_back(ContentPart{false, x->get<std::string>(), {}, {}});
     }
+    if (parts && any_image) *parts = std::move(ps);
     return true;
 }
 
@@ -204,7 +233,7 @@ bool parse_messages(const json &o, GenRequest *r, ApiError *err) {
             return *err = bad_request("'" + p + ".content' is required", p + ".content"), false;
         ChatMessage cm;
         cm.role = rs;
-        if (content != m.end() && !get_content(*content, p + ".content", &cm.content, err)) return false;
+        if (content != m.end() && !get_content(*content, p + ".content", &cm.content, err, &cm.parts)) return false;
         r->messages.push_back(std::move(cm));
     }
     return true;

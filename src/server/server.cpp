@@ -1,5 +1,6 @@
 // HTTP routes, authentication, errors and streaming (see server.h).
 #include "server/server.h"
+#include "server/images.h"
 
 #include <httplib.h>
 #include <sys/socket.h>
@@ -238,6 +239,7 @@ void Server::routes() {
             if (!authorized(opt_, req, &err)) return send_error(res, err);
             GenRequest gr;
             if (!parse_request(kind, req.body, &gr, &err)) return send_error(res, err);
+            if (!resolve_images(&gr, opt_.allow_local_images, &err)) return send_error(res, err);
             if (!gr.model.empty() && gr.model != opt_.model_name)
                 return send_error(res, make_error(404, "invalid_request_error",
                                                   "The model '" + gr.model + "' does not exist; this server serves '" +

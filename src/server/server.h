@@ -35,6 +35,7 @@ struct ServerOptions {
     double request_timeout_s = 0;  // whole request, queue wait included; 0 = none
     int http_threads = 0;          // 0: max_queue + 16
     bool log_requests = false;     // one line per request on stderr
+    bool allow_local_images = false;  // image parts may name file: URLs / paths on this machine
 };
 
 class Server {

@@ -64,7 +64,7 @@ private:
 
 class SluiceModel final : public Model {
 public:
-    explicit SluiceModel(sluice_ctx *ctx) : ctx_(ctx) {
+    SluiceModel(sluice_ctx *ctx, bool vision) : ctx_(ctx), vision_(vision) {
         vocab_ = sluice_n_vocab(ctx_);
         sluice_memory_plan p;
         context_ = sluice_memory_plan_get(ctx_, &p) == SLUICE_OK && p.context > 0 ? p.context : 4096;
@@ -103,11 +103,29 @@ public:
         for (const ChatMessage &m : msgs)
             if (m.content.find('\0') != std::string::npos)
                 return *err = "message content contains a NUL character", false;
+        // A text request never inherits images an earlier request left queued.
+        sluice_image_clear(ctx_);
         sluice_status st = fill(out, bytes, [&](int32_t *o, size_t cap, size_t *n) {
             return sluice_chat_render(ctx_, cm.data(), cm.size(), 1, o, cap, n);
         });
         if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
         return true;
+    }
+
+    bool chat_render_images(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err,
+                            std::string *code) override {
+        sluice_image_clear(ctx_);
+        if (!vision_)
+            return *code = "vision_disabled",
+                   *err = "this server was started without the vision tower; restart it with --vision to accept "
+                          "images",
+                   false;
+        sluice_memory_plan plan;
+        if (sluice_memory_plan_get(ctx_, &plan) != SLUICE_OK || plan.vision == 0)
+            return *code = "vision_unsupported", *err = "this model has no vision tower", false;
+        bool ok = render_images(msgs, out, err, code);
+        if (!ok) sluice_image_clear(ctx_);  // nothing stays queued
+        return ok;
     }
 
     std::string token_bytes(int32_t id) override {
@@ -157,7 +175,54 @@ public:
     }
 
 private:
+    bool render_images(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err,
+                       std::string *code) {
+        // Encode every image in conversation order, then render each as its
+        // media block where its part sits (CHAT_K3.md §7).
+        std::vector<std::vector<sluice_chat_part>> parts(msgs.size());
+        std::vector<sluice_chat_message_parts> pm;
+        int k = 0;
+        for (size_t i = 0; i < msgs.size(); i++) {
+            const ChatMessage &m = msgs[i];
+            if (m.parts.empty()) {
+                if (m.content.find('\0') != std::string::npos)
+                    return *code = "invalid_request", *err = "message content contains a NUL character", false;
+                parts[i].push_back({m.content.data(), m.content.size(), 0, 0});
+            }
+            for (const ContentPart &p : m.parts) {
+                if (!p.image) {
+                    parts[i].push_back({p.text.data(), p.text.size(), 0, 0});
+                    continue;
+                }
+                const std::string name = "messages[" + std::to_string(i) + "] image " + std::to_string(k++);
+                int32_t w = 0, h = 0, n = 0;
+                sluice_status st = sluice_image_add_memory(ctx_, p.bytes.data(), p.bytes.size(), name.c_str(), &n);
+                if (st == SLUICE_OK) st = sluice_image_dimensions_memory(p.bytes.data(), p.bytes.size(), &w, &h);
+                if (st != SLUICE_OK) {
+                    *code = st == SLUICE_E_IO ? "invalid_image" : st == SLUICE_E_ARG ? "too_many_images" : "vision_error";
+                    return *err = describe(ctx_, st), false;
+                }
+                parts[i].push_back({nullptr, 0, w, h});
+            }
+            pm.push_back({m.role.c_str(), parts[i].data(), parts[i].size()});
+        }
+        std::vector<int32_t> ids;
+        sluice_status st = fill(&ids, 256, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_chat_render_parts(ctx_, pm.data(), pm.size(), 1, o, cap, n);
+        });
+        if (st == SLUICE_E_UNSUPPORTED)
+            return *code = "images_unsupported_chat_format",
+                   *err = "this model's chat format has no image markup: " + describe(ctx_, st), false;
+        if (st != SLUICE_OK) return *code = "vision_error", *err = describe(ctx_, st), false;
+        st = fill(out, ids.size() + 1024, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_image_expand(ctx_, ids.data(), ids.size(), o, cap, n);
+        });
+        if (st != SLUICE_OK) return *code = "vision_error", *err = describe(ctx_, st), false;
+        return true;
+    }
+
     sluice_ctx *ctx_;
+    bool vision_ = false;
     int32_t vocab_ = 0, context_ = 0;
     bool stop_known_ = false;
     int32_t stop_ = -1;
@@ -167,7 +232,9 @@ private:
 
 }  // namespace
 
-std::unique_ptr<Model> make_sluice_model(sluice_ctx *ctx) { return std::make_unique<SluiceModel>(ctx); }
+std::unique_ptr<Model> make_sluice_model(sluice_ctx *ctx, bool vision) {
+    return std::make_unique<SluiceModel>(ctx, vision);
+}
 
 bool sluice_model_check(Model &m, std::string *err) {
     std::vector<int32_t> ids;

@@ -11,7 +11,9 @@ namespace sluice::server {
 
 // Takes ownership of an open context. Text functions need the container's
 // tokenizer.model; check() says, before serving, whether they work.
-std::unique_ptr<Model> make_sluice_model(sluice_ctx *ctx);
+// vision: the context was opened with sluice_config.vision (the server's
+// --vision); without it, image requests are refused as vision_disabled.
+std::unique_ptr<Model> make_sluice_model(sluice_ctx *ctx, bool vision = false);
 // Opens nothing; reports why a context cannot serve text (no tokenizer,
 // no chat template), or returns true.
 bool sluice_model_check(Model &m, std::string *err);
