@@ -28,7 +28,10 @@ File &File::operator=(File &&o) noexcept {
 
 Status File::open_read(const std::string &path, bool direct) {
     path_ = path;
-    int flags = O_RDONLY | O_CLOEXEC;
+    // O_NONBLOCK: opening a FIFO for reading blocks until a writer appears,
+    // so the regular-file check below would never be reached. The flag is
+    // cleared once the fd is known to be a regular file.
+    int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK;
 #ifdef O_DIRECT
     if (direct) flags |= O_DIRECT;
 #endif
@@ -38,6 +41,8 @@ Status File::open_read(const std::string &path, bool direct) {
     struct stat st;
     if (fstat(fd_, &st) != 0) return io_error(path + ": cannot stat: " + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) return io_error(path + ": not a regular file");
+    if (fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK) != 0)
+        return io_error(path + ": cannot clear O_NONBLOCK: " + std::strerror(errno));
     size_ = (uint64_t)st.st_size;
     return Status::ok();
 }

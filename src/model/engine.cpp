@@ -183,6 +183,20 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
     };
     trace(-1, "embed", X.data());
 
+    // A corrupted weight (trunk or codebook edits no checksum covers) can
+    // turn the stream into NaN/Inf; logits from it are garbage that look like
+    // a result. The stream is checked after each block (n*d floats, noise
+    // next to the matmuls) so the error names the first layer it happened in.
+    auto nonfinite = [&](const float *M, int L, const char *block) -> Status {
+        for (int64_t i = 0; i < n * d; i++)
+            if (!std::isfinite(M[i]))
+                return format_error(c_.dir() + ": layer " + std::to_string(L) + " " + block +
+                                    ": the hidden state holds " + (std::isnan(M[i]) ? "NaN" : "Inf") +
+                                    " (token position " + std::to_string(pos_ + i / d) +
+                                    "); the container's weights are likely corrupt (try --verify / sluice verify)");
+        return Status::ok();
+    };
+
     std::vector<std::vector<float>> R;  // AttnRes block history, each n x d
     std::vector<float> P;               // AttnRes partial sum, n x d
     auto mix = [&](const std::vector<float> *last, const float *norm, const float *proj, float *out) {
@@ -216,6 +230,7 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         if (B > 0 && p_none) std::copy(Y.begin(), Y.end(), P.begin());
         else for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
         trace(L, "attn", S);
+        SLUICE_TRY(nonfinite(S, L, "attention"));
 
         const float *f_in = X.data();
         if (B > 0) {
@@ -227,6 +242,7 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
         if (B > 0) X = P;
         trace(L, "ffn", X.data());
+        SLUICE_TRY(nonfinite(S, L, "ffn"));
     }
     if (B > 0 && !R.empty()) {
         mix(&X, w_.out_res_norm.data(), w_.out_res_proj.data(), In.data());
@@ -241,6 +257,11 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         for (int64_t t = first; t < n; t++)
             rmsnorm(X.data() + t * d, w_.final_norm.data(), d, cfg.eps, Hn.data() + (t - first) * d);
         ops_.matmul(w_.lm_head, Hn.data(), d, cnt, logits, cfg.vocab);
+        for (int64_t i = 0; i < cnt * (int64_t)cfg.vocab; i++)
+            if (!std::isfinite(logits[i]))
+                return format_error(c_.dir() + ": the logits hold NaN/Inf at token position " +
+                                    std::to_string(pos_ - n + first + i / cfg.vocab) + ", vocab " +
+                                    std::to_string(i % cfg.vocab) + " (final norm or lm_head; every layer was finite)");
     }
     return Status::ok();
 }

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/output_path.h"
 #include "common/sha256.h"
 #include "format/file.h"
 #include "model/engine.h"
@@ -45,6 +46,7 @@ Header make_header(const ModelConfig &c, int pos, const std::string &sha) {
 }  // namespace
 
 Status Engine::save_state(const std::string &path) const {
+    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
     std::string sha;
     SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
     const Header h = make_header(c_.config(), pos_, sha);

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/output_path.h"
 #include "format/f16.h"
 #include "format/file.h"
 
@@ -26,6 +27,7 @@ Status save_hotlist(const std::string &path, uint64_t clock, const std::vector<H
         put32(o + 8, entries[i].last_seen);
         put32(o + 12, 0);
     }
+    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
     const std::string tmp = path + ".tmp";
     FILE *f = std::fopen(tmp.c_str(), "wb");
     if (!f) return io_error(path + ": cannot write the hotlist");
