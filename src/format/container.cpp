@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/sha256.h"
 #include "format/f16.h"
 
 namespace sluice {
@@ -69,6 +70,21 @@ Status Container::open(const std::string &dir) {
             return format_error(mpath + ": layers." + std::to_string(L) + ".bytes is " + std::to_string(b.bytes) +
                                 " but " + f.path() + " holds " + std::to_string(f.size()) + " bytes");
         banks_.emplace(L, std::move(f));
+    }
+    return Status::ok();
+}
+
+Status Container::check_integrity() const {
+    const std::pair<std::string, const std::string *> files[] = {{"trunk.bin", &man_.trunk_sha256},
+                                                                 {"codebooks.bin", &man_.codebooks_sha256}};
+    for (const auto &[name, want] : files) {
+        if (want->empty()) continue;
+        std::string got;
+        SLUICE_TRY(sha256_file(dir_ + "/" + name, &got));
+        if (got != *want)
+            return format_error(dir_ + "/" + name + ": SHA-256 " + got + " differs from manifest.json integrity." +
+                                (name == "trunk.bin" ? "trunk_sha256 " : "codebooks_sha256 ") + *want +
+                                " (the file was changed after conversion)");
     }
     return Status::ok();
 }

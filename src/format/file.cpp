@@ -1,5 +1,7 @@
 #include "format/file.h"
 
+#include "format/io_fault.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -51,7 +53,7 @@ Status File::pread_all(void *buf, size_t n, uint64_t off) const {
     uint8_t *p = static_cast<uint8_t *>(buf);
     size_t done = 0;
     while (done < n) {
-        ssize_t r = ::pread(fd_, p + done, n - done, (off_t)(off + done));
+        ssize_t r = hooked_pread(fd_, path_, p + done, n - done, off + done);
         if (r < 0) {
             if (errno == EINTR) continue;
             return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
@@ -64,6 +66,8 @@ Status File::pread_all(void *buf, size_t n, uint64_t off) const {
     }
     return Status::ok();
 }
+
+ssize_t File::pread_some(void *buf, size_t n, uint64_t off) const { return hooked_pread(fd_, path_, buf, n, off); }
 
 Status read_whole_file(const std::string &path, size_t max_bytes, std::string *out) {
     File f;

@@ -352,6 +352,14 @@ Status parse_manifest(const std::string &text, const std::string &where, Manifes
     // codebook bound is checked again by Container::open with the real count.
     SLUICE_TRY(validate_banks(m, (int64_t)1 << 40, where));
     if (auto pv = root.find("provenance"); pv != root.end() && pv->is_object()) m.provenance_json = pv->dump();
+    if (auto in = root.find("integrity"); in != root.end() && !in->is_null()) {
+        if (!in->is_object()) return format_error(where + ": key 'integrity' must be an object");
+        for (auto [key, dst] : {std::pair{"trunk_sha256", &m.trunk_sha256}, std::pair{"codebooks_sha256", &m.codebooks_sha256}}) {
+            if (!r.str(*in, key, "integrity.", dst)) return format_error(r.err);
+            if (!dst->empty() && (dst->size() != 64 || dst->find_first_not_of("0123456789abcdef") != std::string::npos))
+                return format_error(where + ": key 'integrity." + key + "' is not 64 lowercase hex digits");
+        }
+    }
     *out = std::move(m);
     return Status::ok();
 }

@@ -68,7 +68,7 @@ Status ExpertStore::read_record(int layer, int expert, ExpertRef *out) {
     const double t0 = now_s();
     size_t done = 0;
     while (done < (size_t)g.stride) {
-        ssize_t r = ::pread(f.fd(), buf->bytes.get() + done, (size_t)g.stride - done, (off_t)(off + done));
+        ssize_t r = f.pread_some(buf->bytes.get() + done, (size_t)g.stride - done, off + done);
         if (r < 0 && errno == EINTR) continue;
         if (r < 0 && errno == EINVAL && f.direct()) {
             // Direct I/O accepted at open but refused on read: go buffered.

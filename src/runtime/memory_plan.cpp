@@ -78,7 +78,8 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
         (c.is_kda[(size_t)L] ? n_kda : n_mla)++;
     }
     const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim, K = (uint64_t)std::max(1, c.conv_kernel);
-    p.kda_state = (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
+    // Twice: the live states and the copy a failed eval is rolled back to.
+    p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     if (c.n_experts > 0 && !m.banks.empty()) {
         const BankEntry &b = m.banks.begin()->second;

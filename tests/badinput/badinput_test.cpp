@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/sha256.h"
 #include "fixtures_util.h"
 #include "sluice/sluice.h"
 
@@ -85,8 +86,11 @@ protected:
         std::printf("  eval -> %s: %s\n", sluice_status_name(st), msg.c_str());
         EXPECT_EQ(st, code) << msg;
         for (auto &n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-        // A failed eval poisons the session until reset.
-        EXPECT_EQ(sluice_eval(ctx, ids.data(), 1, lg.data()), SLUICE_E_STATE);
+        // A failed eval leaves the session as it was (position 0): the same
+        // call fails the same way, never with a "broken session" state.
+        EXPECT_EQ(sluice_n_past(ctx), 0);
+        EXPECT_EQ(sluice_eval(ctx, ids.data(), ids.size(), lg.data()), code);
+        EXPECT_EQ(sluice_n_past(ctx), 0);
         EXPECT_EQ(sluice_reset(ctx), SLUICE_OK);
         sluice_close(ctx);
     }
@@ -355,6 +359,36 @@ TEST_F(BadInput, OutputsNeverReplaceANonRegularFile) {
     ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
     EXPECT_TRUE(S_ISFIFO(st.st_mode));
     sluice_close(ctx);
+}
+
+// The manifest's integrity checksums (written by `sluice convert`): a trunk
+// edit no record crc covers is caught by --verify at open.
+TEST_F(BadInput, TrunkChecksumCatchesAnEditUnderVerify) {
+    std::string c = copy("kimi-linear-tiny");
+    std::string th, ch;
+    ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
+    ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
+    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.verify_records = 1;
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
+    sluice_close(ctx);
+    ctx = nullptr;
+    patch(c + "/trunk.bin", fs::file_size(c + "/trunk.bin") - 3, {0x42});
+    EXPECT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_E_FORMAT);
+    std::string msg = sluice_last_error(ctx);
+    std::printf("  open --verify -> %s\n", msg.c_str());
+    EXPECT_NE(msg.find("trunk.bin"), std::string::npos);
+    EXPECT_NE(msg.find("integrity.trunk_sha256"), std::string::npos);
+    sluice_close(ctx);
+    // Without --verify the hash is not computed (open stays cheap).
+    ctx = nullptr;
+    EXPECT_EQ(sluice_open(c.c_str(), nullptr, &ctx), SLUICE_OK);
+    sluice_close(ctx);
+    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"]["trunk_sha256"] = "xyz"; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"integrity.trunk_sha256", "hex"});
 }
 
 }  // namespace
