@@ -10,6 +10,9 @@
 // session samples the same tokens as the one that was saved.
 #include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
+
 #include <algorithm>
 #include <cstring>
 #include <fstream>
@@ -19,11 +22,18 @@
 #include <vector>
 
 #include "cli/images.h"
+#include "common/output_path.h"
 #include "cli/text_gen.h"
 
 namespace sluice {
 
 namespace {
+
+// Ctrl-C: during a reply it ends the reply (the session and conversation
+// stay); at the prompt it ends the chat with exit 0. The handler only sets
+// the flag; without SA_RESTART the blocked read at the prompt returns EINTR.
+volatile std::sig_atomic_t g_interrupted = 0;
+void on_sigint(int) { g_interrupted = 1; }
 
 struct Conversation {
     std::vector<int32_t> history;  // fed to the model (= sluice_n_past)
@@ -157,12 +167,16 @@ struct Chat {
         sluice_sampler *sampler = sluice_sampler_new(&p);
         GenOptions go;
         go.n_max = a.n_max;
+        g_interrupted = 0;
+        go.interrupt = &g_interrupted;
         if (stop_token >= 0)
             go.stop_tokens.push_back(stop_token);
         else if (!stop_text.empty())
             go.stops.push_back(stop_text);
         GenResult r = generate(ctx, sampler, logits, conv.history, go, stdout);
         sluice_sampler_free(sampler);
+        if (g_interrupted) std::fprintf(stderr, "\n(reply stopped)");
+        g_interrupted = 0;
         std::fputc('\n', stdout);
         std::fflush(stdout);
         conv.messages.push_back({{"role", "assistant"}, {"content", r.text}});
@@ -192,6 +206,10 @@ struct Chat {
                             {"pending", conv.pending},
                             {"messages", conv.messages}};
         const std::string jp = path + ".json", tmp = jp + ".tmp";
+        if (std::string why = sluice::nonregular_output_reason(jp); !why.empty()) {
+            std::fprintf(stderr, "sluice chat: /save: %s\n", why.c_str());
+            return false;
+        }
         {
             std::ofstream out(tmp, std::ios::binary);
             out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
@@ -242,6 +260,27 @@ struct Chat {
     }
 };
 
+// One line from stdin by read(2), so an interrupted read (EINTR) returns
+// at once instead of being retried inside iostreams. false at EOF or on
+// an interrupt with nothing typed.
+bool read_line(std::string *line) {
+    line->clear();
+    for (;;) {
+        char c;
+        const ssize_t n = ::read(0, &c, 1);
+        if (n == 1) {
+            if (c == '\n') return true;
+            line->push_back(c);
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            if (g_interrupted) return false;
+            continue;
+        }
+        return !line->empty();  // EOF: a last line without a newline still counts
+    }
+}
+
 std::string arg_of(const std::string &line) {
     size_t sp = line.find(' ');
     if (sp == std::string::npos) return {};
@@ -274,6 +313,11 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
     if (tty)
         std::fprintf(stderr, "sluice chat: seed %llu; /reset, /stats, /save FILE, /load FILE, /quit\n",
                      (unsigned long long)a.sampling.p.seed);
+    struct sigaction sa {}, old_sa{};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;  // no SA_RESTART: Ctrl-C at the prompt must interrupt the read
+    sigaction(SIGINT, &sa, &old_sa);
     std::string line;
     int rc = 0;
     for (;;) {
@@ -281,13 +325,20 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
             std::fputs("> ", stdout);
             std::fflush(stdout);
         }
-        if (!std::getline(std::cin, line)) break;
+        g_interrupted = 0;
+        if (!read_line(&line)) {
+            if (g_interrupted) rc = 0;  // Ctrl-C at the prompt: a normal end
+            break;
+        }
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.empty()) continue;
         if (line[0] == '/' && line.compare(0, 2, "//") != 0) {
             std::string cmd = line.substr(0, line.find(' '));
             std::string arg = arg_of(line);
-            if (cmd == "/quit" || cmd == "/exit") break;
+            if (cmd == "/quit" || cmd == "/exit") {
+                rc = 0;  // asked for: an earlier failed command does not make the exit an error
+                break;
+            }
             if (cmd == "/reset") {
                 chat.reset();
                 std::fprintf(stderr, "(conversation reset)\n");
@@ -330,6 +381,7 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
         if (line[0] == '/') line.erase(0, 1);  // "//text" sends "/text"
         if (!chat.turn(line)) rc = 1;
     }
+    sigaction(SIGINT, &old_sa, nullptr);
     if (h.before_close) h.before_close(ctx);
     sluice_close(ctx);
     return rc;

@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_checks.h"
 #include "cli/commands.h"
+#include "common/output_path.h"
 #include "runtime/memory_plan.h"
 #include "convert/convert.h"
 #include "synth/synth.h"
@@ -85,11 +87,27 @@ sluice_config to_config(const Common &c) {
 
 bool budget_bytes(const Common &c, uint64_t *out) { return sluice::parse_size(c.budget, out); }
 
-// Writes the hotlist if --learn was given; reports failure, keeps going.
-void maybe_learn(sluice_ctx *ctx, const Common &c) {
-    if (c.learn.empty()) return;
-    if (sluice_save_usage(ctx, c.learn.c_str()) != SLUICE_OK)
+// Writes the hotlist if --learn was given; false (after saying why) when it
+// could not be written, so the command exits non-zero.
+bool maybe_learn(sluice_ctx *ctx, const Common &c) {
+    if (c.learn.empty()) return true;
+    if (sluice_save_usage(ctx, c.learn.c_str()) != SLUICE_OK) {
         std::fprintf(stderr, "sluice: --learn: %s\n", sluice_last_error(ctx));
+        return false;
+    }
+    return true;
+}
+
+// Token ids past the vocabulary are a usage error (exit 2), found before
+// any evaluation.
+bool ids_in_vocab(const std::vector<int32_t> &ids, int V, const char *cmd) {
+    for (size_t i = 0; i < ids.size(); i++)
+        if (ids[i] >= V) {
+            std::fprintf(stderr, "sluice %s: --ids: token %d (position %zu) is not below the vocabulary size %d\n", cmd,
+                         ids[i], i, V);
+            return false;
+        }
+    return true;
 }
 
 void print_stats(sluice_ctx *ctx) {
@@ -145,6 +163,10 @@ sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
 
 bool parse_ids(const std::string &s, std::vector<int32_t> *ids, std::string *err) {
     size_t i = 0;
+    if (!s.empty() && s.find_last_not_of(" \t") != std::string::npos && s[s.find_last_not_of(" \t")] == ',') {
+        *err = "--ids: '" + s + "' ends with a comma (expected non-negative integers separated by commas)";
+        return false;
+    }
     while (i < s.size()) {
         size_t j = s.find(',', i);
         if (j == std::string::npos) j = s.size();
@@ -218,6 +240,7 @@ int cmd_info(const std::string &model, const Common &c, bool json, bool fingerpr
 bool write_f32(const std::string &path, const std::vector<float> &v) {
     // Write to a temporary name and rename, so a failure never leaves a
     // partial file that looks complete.
+    if (!sluice::nonregular_output_reason(path).empty()) return false;
     std::string tmp = path + ".tmp";
     FILE *f = std::fopen(tmp.c_str(), "wb");
     if (!f) return false;
@@ -273,6 +296,10 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     sluice_ctx *ctx = open_or_report(model, to_config(cc));
     if (!ctx) return 1;
     const int V = sluice_n_vocab(ctx);
+    if (!ids_in_vocab(ids, V, "logits")) {
+        sluice_close(ctx);
+        return 2;
+    }
     sluice::TraceWriter tw;
     if (!trace_dir.empty()) {
         if (!tw.begin(trace_dir, (int)ids.size(), &err)) {
@@ -308,6 +335,7 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
         int arg = (int)(std::max_element(last.begin(), last.end()) - last.begin());
         std::printf("argmax %d logit %.6f\n", arg, last[(size_t)arg]);
     }
+    if (!maybe_learn(ctx, c)) rc = 1;
     sluice_close(ctx);
     return rc;
 }
@@ -322,6 +350,10 @@ int cmd_generate(const std::string &model, const Common &c, const std::string &i
     sluice_ctx *ctx = open_or_report(model, to_config(c));
     if (!ctx) return 1;
     const int V = sluice_n_vocab(ctx);
+    if (!ids_in_vocab(ids, V, "generate")) {
+        sluice_close(ctx);
+        return 2;
+    }
     std::vector<float> logits((size_t)V);
     auto t0 = std::chrono::steady_clock::now();
     sluice_status st = sluice_eval(ctx, ids.data(), ids.size(), logits.data());
@@ -344,9 +376,9 @@ int cmd_generate(const std::string &model, const Common &c, const std::string &i
     std::fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
                  ids.size(), pf, ids.size() / std::max(pf, 1e-9), produced, dec, produced / std::max(dec, 1e-9));
     if (stats) print_stats(ctx);
-    maybe_learn(ctx, c);
+    const bool learned = maybe_learn(ctx, c);
     sluice_close(ctx);
-    return 0;
+    return learned ? 0 : 1;
 }
 
 }  // namespace
@@ -461,7 +493,7 @@ int main(int argc, char **argv) {
     sluice::SynthOptions so;
     auto *syn = app.add_subcommand("synth", "write a synthetic container (default: Kimi-Linear-48B's shape, ~19 GB)");
     syn->add_option("--out,-o", so.out, "output container directory")->required();
-    syn->add_option("--seed", so.seed, "random seed (same seed, same bytes)");
+    syn->add_option("--seed", so.seed, "random seed (same seed, same bytes)")->check(sluice::unsigned_integer());
     syn->add_option("--layers", so.layers, "decoder layers")->check(CLI::Range(1, 128));
     syn->add_option("--hidden", so.hidden, "hidden size")->check(CLI::Range(8, 65536));
     syn->add_option("--vocab", so.vocab, "vocabulary size")->check(CLI::Range(1, 1 << 24));
@@ -501,13 +533,15 @@ int main(int argc, char **argv) {
         return rc == 0 ? 0 : 2;  // usage errors exit 2
     }
     if (int src; sluice::run_serve_command(*serve_cmd, &src)) return src;
-    if (*info) return cmd_info(model, common, json, fingerprint);
-    if (*lg) return cmd_logits(model, common, ids, out, chunked, trace, ties_path);
+    // Checked before any command runs: a garbage --budget must not fall
+    // back to the automatic budget silently (info and logits did).
     uint64_t b;
     if (!budget_bytes(common, &b)) {
         std::fprintf(stderr, "sluice: --budget '%s' is not a size (examples: 2G, 1.5GiB, 512M)\n", common.budget.c_str());
         return 2;
     }
+    if (*info) return cmd_info(model, common, json, fingerprint);
+    if (*lg) return cmd_logits(model, common, ids, out, chunked, trace, ties_path);
     if (*gen) return cmd_generate(model, common, ids, n, stats);
     if (*syn) {
         if (vq4p) so.stages = 4, so.index_bits = 6;

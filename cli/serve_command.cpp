@@ -10,6 +10,7 @@
 #include <string>
 #include <thread>
 
+#include "cli/cli_checks.h"
 #include "runtime/memory_plan.h"
 #include "server/server.h"
 #include "server/sluice_model.h"
@@ -53,6 +54,7 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--request-timeout", s->request_timeout,
                   "seconds one request may take, queue wait included; a generation cut short ends with "
                   "finish_reason 'length' (default 0: no limit)")
+        ->check(finite_number())
         ->check(CLI::Range(0.0, 86400.0));
     a->add_option("--http-threads", s->http_threads, "HTTP connection threads (default: max-queue + 16)")
         ->check(CLI::Range(0, 4096));

@@ -1,3 +1,4 @@
+#include "cli/cli_checks.h"
 #include "cli/text_gen.h"
 
 #include <CLI/CLI.hpp>
@@ -9,17 +10,18 @@ namespace sluice {
 
 void SamplingOpts::add(CLI::App *app) {
     sluice_sampling_default(&p);
-    app->add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(CLI::Range(0.0f, 100.0f));
+    app->add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(finite_number())->check(CLI::Range(0.0f, 100.0f));
     app->add_option("--top-k", p.top_k, "keep the K most likely tokens; 0 = off")->check(CLI::Range(0, 1 << 24));
     app->add_option("--top-p", p.top_p, "keep the smallest set with this probability mass; 1 = off")
-        ->check(CLI::Range(1e-6f, 1.0f));
+        ->check(finite_number())->check(CLI::Range(1e-6f, 1.0f));
     app->add_option("--min-p", p.min_p, "drop tokens below this fraction of the top probability; 0 = off")
-        ->check(CLI::Range(0.0f, 1.0f));
+        ->check(finite_number())->check(CLI::Range(0.0f, 1.0f));
     app->add_option("--repeat-penalty", p.repeat_penalty, "penalise tokens seen in the last --repeat-last-n; 1 = off")
-        ->check(CLI::Range(0.01f, 100.0f));
+        ->check(finite_number())->check(CLI::Range(0.01f, 100.0f));
     app->add_option("--repeat-last-n", p.repeat_last_n, "history the penalty looks at; -1 = all, 0 = off")
         ->check(CLI::Range(-1, 1 << 24));
-    seed_opt = app->add_option("--seed", p.seed, "random seed (default: random, printed with the stats)");
+    seed_opt = app->add_option("--seed", p.seed, "random seed (default: random, printed with the stats)")
+                   ->check(unsigned_integer());
 }
 
 uint64_t SamplingOpts::resolve_seed() {
@@ -124,6 +126,7 @@ GenResult generate(sluice_ctx *ctx, sluice_sampler *sampler, std::vector<float> 
             break;
         }
         if (i + 1 == o.n_max) break;  // the limit: no need to feed the last one
+        if (o.interrupt && *o.interrupt) break;  // Ctrl-C: ends like the limit
         sluice_status st = sluice_eval(ctx, &t, 1, logits.data());
         if (st == SLUICE_E_RANGE) {
             r.why = StopReason::context_full;

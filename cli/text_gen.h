@@ -1,6 +1,7 @@
 // Text generation shared by `sluice run` and `sluice chat`: sampling
 // options, a stop-string filter for streamed text, and the decode loop.
 #pragma once
+#include <csignal>
 #include <cstdint>
 #include <algorithm>
 #include <cstdio>
@@ -54,6 +55,9 @@ struct GenOptions {
     std::vector<int32_t> stop_tokens;  // end the turn (not printed), besides EOS
     std::vector<std::string> stops;    // stop strings (cut from the output)
     bool print_control = false;        // print control tokens' text too
+    // Set (by a SIGINT handler) to end the reply as if it hit the limit: the
+    // session stays consistent and the conversation goes on.
+    const volatile std::sig_atomic_t *interrupt = nullptr;
 };
 
 struct GenResult {

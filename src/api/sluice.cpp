@@ -203,11 +203,13 @@ static sluice_status eval_impl(sluice_ctx *ctx, const int32_t *tokens, size_t n,
         st = ctx->engine.eval(tokens, (int64_t)n, logits, all);
     } catch (const std::bad_alloc &) {
         st = sluice::Status(SLUICE_E_NOMEM, "out of memory during evaluation");
+    } catch (const std::exception &e) {
+        st = sluice::Status(SLUICE_E_IO, std::string("evaluation failed: ") + e.what());
     }
     if (!st) {
-        // Range and argument errors are found before any state changes;
-        // anything else may have stopped between layers.
-        ctx->broken = st.code() != SLUICE_E_RANGE && st.code() != SLUICE_E_ARG;
+        // Engine::eval rolls the session back on any failure, so it stays
+        // usable (the header's promise); nothing is left broken.
+        ctx->broken = false;
         return fail(ctx, st);
     }
     return SLUICE_OK;

@@ -270,6 +270,15 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     }
     m["trunk"] = tr;
     m["provenance"] = prov;
+    {
+        // Whole-file checksums of what no per-record crc covers; checked by
+        // `sluice verify` and by --verify at open. A top-level key warp ignores.
+        std::string th, ch;
+        if (!status_ok(sluice::sha256_file(dir + "/trunk.bin", &th), err) ||
+            !status_ok(sluice::sha256_file(dir + "/codebooks.bin", &ch), err))
+            return 2;
+        m["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}};
+    }
     // Non-ASCII in the copied config is escaped (valid JSON); warp reads only
     // numbers and known ASCII keys from it.
     if (!write_file_atomic(dir + "/manifest.json", m.dump(1, ' ', true), err)) return 2;

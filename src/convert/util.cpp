@@ -10,6 +10,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "common/output_path.h"
 #include "common/sha256.h"
 #include "format/file.h"
 
@@ -87,6 +88,10 @@ bool fsync_and_close(int fd, const std::string& path, std::string* err) {
 }
 
 bool rename_file(const std::string& from, const std::string& to, std::string* err) {
+    if (std::string why = sluice::nonregular_output_reason(to); !why.empty()) {
+        *err = why;
+        return false;
+    }
     if (::rename(from.c_str(), to.c_str()) != 0) {
         *err = "rename " + from + " -> " + to + ": " + std::strerror(errno);
         return false;
@@ -95,6 +100,10 @@ bool rename_file(const std::string& from, const std::string& to, std::string* er
 }
 
 bool write_file_atomic(const std::string& path, const std::string& data, std::string* err) {
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) {
+        *err = why;
+        return false;
+    }
     const std::string tmp = path + ".tmp";
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) {

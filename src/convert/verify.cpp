@@ -10,6 +10,7 @@
 // layout fixes exactly (offsets as config.json implies, zero flags and
 // padding, group 128, codebook record headers) and reports every bad record
 // instead of stopping at the first.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <mutex>
@@ -123,6 +124,25 @@ std::string check_trunk_layout(const sluice::TrunkEntry& t, const QTensor& q) {
     return "";
 }
 
+// True when the source's logical tensor `name`, viewed as rows of its last
+// dimension, is exactly rows x cols; otherwise *why says what it is.
+bool source_matrix_is(const Checkpoint& ck, const std::string& name, int64_t rows, int64_t cols, std::string* why) {
+    std::vector<int64_t> shape;
+    std::string er;
+    if (!ck.logical_shape(name, &shape, &er)) {
+        *why = er.empty() ? "'" + name + "' is not in the source" : er;
+        return false;
+    }
+    int64_t r = 1;
+    for (size_t i = 0; i + 1 < shape.size(); ++i) r *= shape[i];
+    const int64_t c = shape.empty() ? 1 : shape.back();
+    if (r == rows && c == cols) return true;
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    *why = "'" + name + "' is " + s + "], the container needs " + std::to_string(rows) + " x " + std::to_string(cols);
+    return false;
+}
+
 }  // namespace
 
 int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, ProgressSink* user_sink) {
@@ -134,6 +154,7 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
     const std::string& dir = c.dir();
     const Manifest& man = c.manifest();
     const ModelConfig& cfg = man.cfg;
+    if (std::string p; !status_ok(c.check_integrity(), &p)) rep->problems.push_back(p);
 
     // Codebook records referenced by layers: headers as the converter writes them.
     std::string cbraw;
@@ -225,8 +246,10 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                 continue;
             }
             const QTensor& q = desc[i];
-            if (q.rows != src->rows || q.cols != src->cols) {
-                rep->problems.push_back("trunk entry '" + name + "': shape differs from the source");
+            std::string why;
+            if (q.rows != src->rows || q.cols != src->cols || !source_matrix_is(ck, src->source, q.rows, q.cols, &why)) {
+                rep->problems.push_back("trunk entry '" + name + "': shape differs from the source" +
+                                        (why.empty() ? "" : " (" + why + ")"));
                 continue;
             }
             // Row chunks of ~1 M elements: the embedding alone is 1.5 GB as f32.
@@ -254,12 +277,25 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                 absmax[k].assign(static_cast<size_t>(n), 0.0);
             }
             std::mutex mu;
+            std::vector<std::string> shape_problems;
             if (!parallel_for(n, opt.jobs, [&](int64_t e, std::string* er) {
                     std::vector<uint8_t> r;
                     if (!read_record(c, b, e, &r, er)) return false;
                     bool crc_bad = false;
                     if (!check_record(c, b, e, r, &crc_bad).empty()) return true;  // reported above
                     for (int k = 0; k < 3; ++k) {
+                        // The source is read into a buffer sized from the
+                        // container's geometry: a source of another shape
+                        // (a wrong checkpoint) must be refused first, or the
+                        // read writes past the buffer.
+                        std::string why;
+                        if (!source_matrix_is(ck, mp.expert_name(b.layer, e, k), b.g.rows[k], b.g.cols[k], &why)) {
+                            std::lock_guard<std::mutex> lk(mu);
+                            shape_problems.push_back(b.path + ": expert " + std::to_string(e) + " of layer " +
+                                                     std::to_string(b.layer) + " " + kn[k] +
+                                                     ": the source does not match: " + why);
+                            return true;
+                        }
                         std::vector<float> w, s(static_cast<size_t>(b.g.rows[k] * b.g.cols[k]));
                         dequant_matrix(c, b.g, r, k, &w);
                         if (!ck.read_rows_f32(mp.expert_name(b.layer, e, k), 0, b.g.rows[k], s.data(), er)) return false;
@@ -273,6 +309,9 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                     return true;
                 }, err))
                 return 2;
+            std::sort(shape_problems.begin(), shape_problems.end());
+            for (std::string& sp : shape_problems) rep->problems.push_back(std::move(sp));
+            if (!shape_problems.empty()) continue;
             const std::string lp = std::string("L") + std::to_string(b.layer);
             if (opt.per_expert)  // in expert order, whatever order the workers finished in
                 for (int64_t e = 0; e < n; ++e)

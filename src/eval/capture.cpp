@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/output_path.h"
 #include "eval/operand.h"
 #include "eval/safetensors.h"
 
@@ -51,6 +52,7 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
     meta["token_ids_json_sha256"] = w.token_hash;
     TensorOut t{"logits", "F32", {uint64_t(rows), uint64_t(V)}, nullptr};
     const std::string hdr = safetensors_header(meta, {t}, opt.align);
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) return err(Code::io, why);
     const std::string tmp = path + ".tmp";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return err(Code::io, tmp + ": cannot create: " + std::strerror(errno));

@@ -1,5 +1,7 @@
 #include "eval/kld_common.h"
 
+#include "common/output_path.h"
+
 #include <openssl/evp.h>
 
 #include <charconv>
@@ -96,6 +98,7 @@ Status read_file(const std::string& path, std::string* out) {
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) return err(Code::io, why);
     std::string tmp = path + ".tmp";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return err(Code::io, tmp + ": cannot create: " + std::strerror(errno));

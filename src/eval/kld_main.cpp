@@ -46,6 +46,15 @@ const char* kUsage =
     "(plain lines when not a terminal), --no-progress turns it off. Never on stdout or in receipts.\n"
     "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n";
 
+// Every option that takes a value, across the subcommands.
+const std::vector<std::string> kValueFlags = {
+    "--a", "--align", "--b", "--bins-per-decade", "--bootstrap-samples", "--candidate", "--chunk", "--compat",
+    "--context", "--expect-suite-hash", "--hist-max", "--hist-min", "--io", "--json", "--llamacpp-positions",
+    "--max-ram", "--model", "--noise", "--noise-diff", "--out", "--output", "--precision", "--read-chunk",
+    "--reference", "--row-block", "--run-name", "--seed", "--source", "--start-window", "--stop-window", "--suite",
+    "--threads", "--tie-tolerance", "--title", "--tokenizer", "--tokens", "--tokens-source", "--torch-lanes",
+    "--verify-hashes", "--vocab", "--windows"};
+
 // Flag parser: --name value, --flag, and positionals.
 struct Args {
     std::map<std::string, std::vector<std::string>> kv;
@@ -68,6 +77,9 @@ Args parse(int argc, char** argv, int from, const std::vector<std::string>& flag
         std::string s = argv[i];
         if (s.rfind("--", 0) != 0) { a.pos.push_back(s); continue; }
         if (is(flags, s)) { a.kv[s]; continue; }
+        // A misspelt option (--windoes) must not be ignored: it would run
+        // with the default instead of what the user asked for.
+        if (!is(kValueFlags, s) && !is(multi, s)) { a.bad = "unknown option " + s; break; }
         if (is(multi, s)) {  // takes every following non-flag word
             auto& v = a.kv[s];
             while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) v.push_back(argv[++i]);
@@ -199,7 +211,7 @@ int finish(const Status& st, std::ostream& e) {
 Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
     if (argc < 3) return err(Code::usage, "suite: make or verify");
     const std::string sub = argv[2];
-    Args a = parse(argc, argv, 3, {});
+    Args a = parse(argc, argv, 3, {"--force"});
     if (!a.bad.empty()) return err(Code::usage, a.bad);
     if (sub == "verify") {
         if (a.pos.size() != 1) return err(Code::usage, "suite verify SUITE_DIR");
@@ -218,6 +230,7 @@ Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
     if (sub != "make") return err(Code::usage, "suite: make or verify");
     MakeOptions m;
     m.out_dir = a.get("--out");
+    m.force = a.has("--force");
     int64_t T;
     KLD_TRY(to_int64(a, "--context", 2048, &T));
     m.context_length = int(T);
@@ -371,9 +384,31 @@ Status cmd_report(const Args& a, std::ostream& out) {
     return {};
 }
 
+int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h);
+
 }  // namespace
 
+// Receipts, suite and operand manifests are untrusted JSON read by many
+// field accessors; a field of the wrong type (mean: true, domain: 1e300)
+// throws from nlohmann. Each is a malformed input (exit 4), never an abort.
 int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
+    try {
+        return main_kld_checked(argc, argv, out, e, h);
+    } catch (const nlohmann::json::exception& ex) {
+        std::string files;
+        for (int i = 2; i < argc; ++i)
+            if (argv[i][0] != '-') files += std::string(files.empty() ? "" : ", ") + argv[i];
+        return finish(err(Code::format, "a JSON input (" + files + ") has a field of the wrong type or range: " +
+                                            ex.what()),
+                      e);
+    } catch (const std::exception& ex) {
+        return finish(err(Code::format, std::string("malformed input: ") + ex.what()), e);
+    }
+}
+
+namespace {
+
+int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
     if (argc < 2) {
         e << kUsage;
         return 2;
@@ -431,8 +466,8 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
             KLD_TRY(compare_opts(a, &po.cmp));
             po.cmp.keep_tokens = true;
             KLD_TRY(progress_fn(a, h, e, &po.cmp.progress, &po.cmp.progress_interval_s));
-            if (a.has("--noise-diff")) po.noise_diff = std::stod(a.get("--noise-diff"));
-            if (a.has("--tie-tolerance")) po.tie_tolerance = std::stod(a.get("--tie-tolerance"));
+            if (a.has("--noise-diff")) KLD_TRY(to_double(a, "--noise-diff", po.noise_diff, &po.noise_diff));
+            if (a.has("--tie-tolerance")) KLD_TRY(to_double(a, "--tie-tolerance", po.tie_tolerance, &po.tie_tolerance));
             json r;
             std::string text;
             if (a.has("--receipts")) {
@@ -509,5 +544,7 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
     if (st.code == Code::usage) e << kUsage;
     return finish(st, e);
 }
+
+}  // namespace
 
 }  // namespace sluice::kld

@@ -19,10 +19,14 @@ uint64_t kld_expected_size(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk) {
 Status kld_open(const std::string& path, KldFile* out) {
     KldFile f;
     f.path = path;
-    int fd = ::open(path.c_str(), O_RDONLY);
+    // O_NONBLOCK so a FIFO is refused by the fstat below instead of blocking.
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return err(Code::io, path + ": cannot open: " + std::strerror(errno));
     struct stat st;
-    ::fstat(fd, &st);
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        ::close(fd);
+        return err(Code::io, path + ": not a regular file");
+    }
     char hdr[20];
     ssize_t n = ::pread(fd, hdr, 20, 0);
     if (n != 20) {
@@ -71,6 +75,15 @@ Status kld_read_row(const KldFile& f, int chunk, int j, std::vector<uint16_t>* r
     ssize_t n = ::pread(fd, row->data(), nv * 2, off_t(off));
     ::close(fd);
     if (n != ssize_t(nv * 2)) return err(Code::io, f.path + ": short row read");
+    // A row is decoded as scale * q + min_log_p: a NaN or infinite header
+    // turns every log-probability of the row into NaN (KLD.md §7.9: exit 6).
+    float scale, mlp;
+    std::memcpy(&scale, row->data(), 4);
+    std::memcpy(&mlp, row->data() + 2, 4);
+    if (!std::isfinite(scale) || !std::isfinite(mlp))
+        return err(Code::nonfinite, f.path + ": chunk " + std::to_string(chunk) + " row " + std::to_string(j) +
+                                        ": " + (std::isfinite(scale) ? "min log-prob" : "scale") + " is " +
+                                        (std::isnan(std::isfinite(scale) ? mlp : scale) ? "NaN" : "infinite"));
     return {};
 }
 

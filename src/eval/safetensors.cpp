@@ -1,5 +1,7 @@
 #include "eval/safetensors.h"
 
+#include "common/output_path.h"
+
 #include <algorithm>
 #include <cstring>
 #include <set>
@@ -284,6 +286,7 @@ Status write_safetensors(const std::string& path, const std::map<std::string, st
     std::vector<const TensorOut*> order;
     std::vector<uint64_t> sizes;
     std::string h = safetensors_header(meta, tensors, align, &order, &sizes);
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) return err(Code::io, why);
     std::string tmp = path + ".tmp";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return err(Code::io, tmp + ": cannot create: " + std::strerror(errno));

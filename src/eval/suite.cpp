@@ -1,7 +1,15 @@
 #include "eval/suite.h"
 
 #include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <map>
 #include <set>
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace sluice::kld {
 
@@ -68,6 +76,77 @@ Status need(const json& j, const char* key, json::value_t t, const std::string& 
     return {};
 }
 
+// Every manifest field that is a function of others (§1.7) must agree with
+// them: a hand-edited or corrupted manifest whose token files still hash
+// right would otherwise pass as a suite it is not.
+Status check_derived_fields(const json& m, const std::string& P) {
+    const int64_t T = m["context_length"].get<int64_t>(), n = int64_t(m["windows"].size());
+    if (m["kind"] != "Kimi K3 KLD corpus suite") return err(Code::format, P + ": kind is " + m["kind"].dump());
+    if (m["add_special_tokens"] != false) return err(Code::format, P + ": add_special_tokens must be false");
+    if (m["scored_positions_per_window"] != T - 1)
+        return err(Code::format, P + ": scored_positions_per_window is " + m["scored_positions_per_window"].dump() +
+                                     ", context_length - 1 is " + std::to_string(T - 1));
+    if (m["total_scored_positions"] != n * (T - 1))
+        return err(Code::format, P + ": total_scored_positions is " + m["total_scored_positions"].dump() + ", " +
+                                     std::to_string(n) + " windows x " + std::to_string(T - 1) + " is " +
+                                     std::to_string(n * (T - 1)));
+    std::map<std::string, int64_t> per_domain;
+    for (const json& w : m["windows"])
+        if (w.is_object() && w.contains("domain") && w["domain"].is_string()) per_domain[w["domain"]]++;
+    for (const auto& [d, c] : m["domain_counts"].items())
+        if (!c.is_number_integer() || per_domain[d] != c.get<int64_t>())
+            return err(Code::format, P + ": domain_counts." + d + " is " + c.dump() + ", the windows hold " +
+                                         std::to_string(per_domain[d]));
+    for (const auto& [d, c] : per_domain)
+        if (!m["domain_counts"].contains(d))
+            return err(Code::format, P + ": domain '" + d + "' has windows but no domain_counts entry");
+    std::set<std::string> ds;
+    for (size_t i = 0; i < m["datasets"].size(); ++i) {
+        const json& d = m["datasets"][i];
+        const std::string D = P + ": datasets[" + std::to_string(i) + "]";
+        if (!d.is_object()) return err(Code::format, D + ": not an object");
+        const std::pair<const char*, json::value_t> dk[] = {{"domain", json::value_t::string},
+                                                             {"window_starts", json::value_t::array},
+                                                             {"windows", json::value_t::number_integer}};
+        for (auto& [k, t] : dk) KLD_TRY(need(d, k, t, D));
+        if (!ds.insert(d["domain"].get<std::string>()).second)
+            return err(Code::format, D + ": domain " + d["domain"].dump() + " appears twice");
+        if (int64_t(d["window_starts"].size()) != d["windows"].get<int64_t>() ||
+            per_domain[d["domain"]] != d["windows"].get<int64_t>())
+            return err(Code::format, D + ": windows " + d["windows"].dump() + " disagrees with window_starts or the windows");
+    }
+    if (ds.size() != per_domain.size()) return err(Code::format, P + ": datasets do not list every domain once");
+    return {};
+}
+
+// One window record against the suite's other fields (§1.7).
+Status check_window_record(const json& m, const json& w, size_t i, int T, const std::string& W) {
+    if (w["index"] != int64_t(i)) return err(Code::format, W + ": index is " + w["index"].dump() + ", not in index order");
+    if (w["num_tokens"] != T)
+        return err(Code::format, W + ": num_tokens " + w["num_tokens"].dump() + " != context_length " + std::to_string(T));
+    const int64_t st = w["source_token_start"].get<int64_t>(), en = w["source_token_end"].get<int64_t>();
+    if (st < 0 || en - st != T)
+        return err(Code::format, W + ": source_token_start/end [" + std::to_string(st) + ", " + std::to_string(en) +
+                                     ") is not a window of " + std::to_string(T) + " tokens");
+    const std::string tf = w["token_file"];
+    if (tf.empty() || tf[0] == '/' || tf.find("..") != std::string::npos)
+        return err(Code::format, W + ": token_file '" + tf + "' must be a relative path inside the suite");
+    for (const json& d : m["datasets"]) {
+        if (!d.is_object() || d.value("domain", json()) != w["domain"]) continue;
+        const int64_t di = w["domain_index"].get<int64_t>();
+        const json& starts = d["window_starts"];
+        if (di < 0 || di >= int64_t(starts.size()) || starts[size_t(di)] != st)
+            return err(Code::format, W + ": domain_index " + std::to_string(di) + " / source_token_start " +
+                                         std::to_string(st) + " disagree with datasets window_starts");
+        if (d.contains("dataset") && d["dataset"] != w["dataset"])
+            return err(Code::format, W + ": dataset " + w["dataset"].dump() + " disagrees with its datasets entry");
+        if (d.contains("revision") && d["revision"] != w["dataset_revision"])
+            return err(Code::format, W + ": dataset_revision disagrees with its datasets entry");
+        return {};
+    }
+    return err(Code::format, W + ": domain " + w["domain"].dump() + " has no datasets entry");
+}
+
 }  // namespace
 
 std::string token_ids_hash(const std::vector<int32_t>& ids) { return sha256_hex(compact_int_array(ids)); }
@@ -108,9 +187,12 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
         {"suite_token_hash_sha256", V::string}, {"datasets", V::array}, {"windows", V::array}};
     if (!m.is_object()) return err(Code::format, P + ": not a JSON object");
     for (auto& [k, t] : top) KLD_TRY(need(m, k, t, P));
+    if (m["format_version"] != 1) return err(Code::format, P + ": format_version is " + m["format_version"].dump() + ", not 1");
+    if (m["context_length"].get<int64_t>() < 2 || m["context_length"].get<int64_t>() > (int64_t(1) << 24))
+        return err(Code::format, P + ": context_length " + m["context_length"].dump() + " outside [2, 2^24]");
     s.context_length = m["context_length"].get<int>();
     const int T = s.context_length;
-    if (T < 2) return err(Code::format, P + ": context_length " + std::to_string(T) + " < 2");
+    KLD_TRY(check_derived_fields(m, P));
     const json& ws = m["windows"];
     if (int64_t(ws.size()) != m["window_count"].get<int64_t>())
         return err(Code::format, P + ": window_count " + m["window_count"].dump() + " but " +
@@ -127,6 +209,7 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
             {"source_token_end", V::number_integer}, {"num_tokens", V::number_integer}, {"token_file", V::string},
             {"token_ids_json_sha256", V::string}, {"token_ids_first16", V::array}, {"token_ids_last16", V::array}};
         for (auto& [k, t] : wk) KLD_TRY(need(w, k, t, W));
+        KLD_TRY(check_window_record(m, w, i, T, W));
         SuiteWindow sw;
         sw.index = w["index"].get<int>();
         if (!seen.insert(sw.index).second) return err(Code::format, W + ": duplicate window index " + std::to_string(sw.index));
@@ -156,6 +239,16 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
         if (h != sw.token_hash)
             return err(Code::identity, tf + ": window " + std::to_string(sw.index) + " token_ids_json_sha256 expected " +
                                            sw.token_hash + ", found " + h);
+        // After the hash: a tampered token file is an identity error (3);
+        // first16/last16 that disagree with verified ids are a bad manifest (4).
+        for (const char* k : {"token_ids_first16", "token_ids_last16"}) {
+            const size_t n = std::min<size_t>(16, sw.tokens.size());
+            const bool first = k[10] == 'f';
+            std::vector<int32_t> want(first ? sw.tokens.begin() : sw.tokens.end() - long(n),
+                                      first ? sw.tokens.begin() + long(n) : sw.tokens.end());
+            if (w[k] != json(want))
+                return err(Code::format, W + ": " + k + " does not match " + tf);
+        }
         hashes.push_back(h);
         s.windows.push_back(std::move(sw));
     }
@@ -248,7 +341,51 @@ Status parse_source_spec(const std::string& arg, bool is_tokens, SourceSpec* out
     return {};
 }
 
-Status make_suite(const MakeOptions& o, Suite* out) {
+namespace {
+
+// "" when path is absent or an empty directory; else what it is.
+std::string occupied(const std::string& path) {
+    std::error_code ec;
+    const auto st = std::filesystem::symlink_status(path, ec);
+    if (ec || !std::filesystem::exists(st)) return "";
+    if (!std::filesystem::is_directory(st)) return "exists and is not a directory";
+    if (std::filesystem::directory_iterator(path, ec) != std::filesystem::directory_iterator()) return "is not empty";
+    return "";
+}
+
+// Moves the finished staging directory to dst. An existing dst is swapped
+// out in one renameat2(RENAME_EXCHANGE), so a reader sees the old suite or
+// the new one, never a mix; the old one is then deleted.
+Status publish_dir(const std::string& staging, const std::string& dst) {
+    std::error_code ec;
+    if (!std::filesystem::exists(std::filesystem::symlink_status(dst, ec))) {
+        if (::rename(staging.c_str(), dst.c_str()) != 0)
+            return err(Code::io, dst + ": cannot rename the finished suite into place: " + std::strerror(errno));
+        return {};
+    }
+    if (::syscall(SYS_renameat2, AT_FDCWD, staging.c_str(), AT_FDCWD, dst.c_str(), RENAME_EXCHANGE) != 0)
+        return err(Code::io, dst + ": cannot exchange with the finished suite: " + std::strerror(errno));
+    std::filesystem::remove_all(staging, ec);  // now holds the old suite
+    return {};
+}
+
+}  // namespace
+
+Status make_suite(const MakeOptions& opt, Suite* out) {
+    std::string dst = opt.out_dir;
+    while (dst.size() > 1 && dst.back() == '/') dst.pop_back();
+    if (const std::string why = occupied(dst); !why.empty() && !opt.force)
+        return err(Code::usage, dst + " " + why + "; give --force to replace it");
+    // Built in DST.partial and published only when complete: an interrupted
+    // run leaves no directory that looks like a suite at DST, and the next
+    // run starts the staging directory afresh.
+    MakeOptions o = opt;
+    o.out_dir = dst + ".partial";
+    {
+        std::error_code ec;
+        std::filesystem::remove_all(o.out_dir, ec);
+        if (ec) return err(Code::io, o.out_dir + ": cannot clear: " + ec.message());
+    }
     const int T = o.context_length;
     if (T < 2) return err(Code::usage, "--context must be >= 2");
     if (o.sources.empty()) return err(Code::usage, "suite make needs at least one source");
@@ -335,7 +472,9 @@ Status make_suite(const MakeOptions& o, Suite* out) {
     m["datasets"] = datasets;
     m["windows"] = windows;
     KLD_TRY(write_file_atomic(join_path(o.out_dir, "suite-manifest.json"), dump_py(m, true)));
-    return load_suite(o.out_dir, SuiteCheck{}, out);
+    KLD_TRY(load_suite(o.out_dir, SuiteCheck{}, out));
+    KLD_TRY(publish_dir(o.out_dir, dst));
+    return load_suite(dst, SuiteCheck{}, out);
 }
 
 }  // namespace sluice::kld

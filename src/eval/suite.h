@@ -79,6 +79,9 @@ struct MakeOptions {
     TokenizeFn tokenize;              // needed for text sources
     std::string model_tokenizer;      // recorded verbatim (opaque)
     std::string tokenizer_class;      // recorded verbatim (opaque)
+    // A non-empty out_dir is refused unless force; with force the finished
+    // suite replaces it in one atomic exchange (no stale window files left).
+    bool force = false;
 };
 
 // §1.4 step 3: evenly spaced, non-overlapping window starts.

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/sha256.h"
 #include "format/f16.h"
 
 namespace sluice {
@@ -46,10 +47,44 @@ Status Container::open(const std::string &dir) {
     }
 
     SLUICE_TRY(validate_banks(man_, n_books_, mpath));
+    // The books a layer uses must carry the header the format writes
+    // (FORMAT.md §5.1): an edited expert_quant.entries changes the record
+    // size, so every header read at the new size is off, and the logits
+    // would change silently. Unreferenced records may be zero (§5.2).
+    for (const auto &[L, b] : man_.banks)
+        for (int64_t k = b.codebook_base; k < b.codebook_base + 3 * (int64_t)eq.stages; k++) {
+            const uint8_t *p = raw.data() + k * rec;
+            if (rd32(p) != 0x4B424357u || rd16(p + 4) != (uint16_t)(k & 0xFFFF) || p[7] != 8 ||
+                rd32(p + 8) != (uint32_t)eq.entries)
+                return format_error(cb.path() + ": codebook record " + std::to_string(k) + " (layer " +
+                                    std::to_string(L) + ") is not a codebook of " + std::to_string(eq.entries) +
+                                    " entries with its own id; expert_quant.entries or the file is wrong");
+        }
     for (const auto &[L, b] : man_.banks) {
         File f;
         SLUICE_TRY(f.open_read(dir_ + "/" + b.file));
+        // The record stride comes from bytes/experts; a bank claiming more
+        // than its file holds would size the cache from a lie (a 96 KiB file
+        // claiming 8 GiB records planned a 16 GiB cache).
+        if (f.size() < (uint64_t)b.bytes)
+            return format_error(mpath + ": layers." + std::to_string(L) + ".bytes is " + std::to_string(b.bytes) +
+                                " but " + f.path() + " holds " + std::to_string(f.size()) + " bytes");
         banks_.emplace(L, std::move(f));
+    }
+    return Status::ok();
+}
+
+Status Container::check_integrity() const {
+    const std::pair<std::string, const std::string *> files[] = {{"trunk.bin", &man_.trunk_sha256},
+                                                                 {"codebooks.bin", &man_.codebooks_sha256}};
+    for (const auto &[name, want] : files) {
+        if (want->empty()) continue;
+        std::string got;
+        SLUICE_TRY(sha256_file(dir_ + "/" + name, &got));
+        if (got != *want)
+            return format_error(dir_ + "/" + name + ": SHA-256 " + got + " differs from manifest.json integrity." +
+                                (name == "trunk.bin" ? "trunk_sha256 " : "codebooks_sha256 ") + *want +
+                                " (the file was changed after conversion)");
     }
     return Status::ok();
 }

@@ -26,6 +26,9 @@ public:
     const Manifest &manifest() const { return man_; }
     const ModelConfig &config() const { return man_.cfg; }
     const std::string &dir() const { return dir_; }
+    // Hashes trunk.bin and codebooks.bin against the manifest's integrity
+    // checksums, when it carries them (--verify); a no-op otherwise.
+    Status check_integrity() const;
 
     // Looks a tensor up by its name without the prefix. nullptr if absent.
     const TrunkEntry *find(const std::string &name) const;

@@ -58,6 +58,15 @@ Status check_expert_record(const uint8_t *rec, const ExpertGeom &g, int layer, i
     const int64_t scale_bytes = 2 * (2 * g.I + g.n_in);
     if (scale_bytes > g.stride - (int64_t)sc_off) return bad("row scales run past the record");
     if (verify_crc) {
+        // FORMAT.md §6.4: the matrices are contiguous, so the offsets are
+        // exact functions of the manifest's geometry. An edited
+        // expert_quant (stages 3 -> 2) passes the ordering checks above but
+        // not these.
+        if (up_off != gate_off + g.gate_bytes || down_off != up_off + g.gate_bytes ||
+            sc_off != down_off + g.down_bytes)
+            return bad("matrix offsets " + std::to_string(gate_off) + "/" + std::to_string(up_off) + "/" +
+                       std::to_string(down_off) + "/" + std::to_string(sc_off) +
+                       " differ from the contiguous layout expert_quant implies");
         uint32_t want = rd32(rec + 36);
         uint32_t got = crc32_ieee(rec + 48, (size_t)(sc_off + scale_bytes - 48));
         if (want != got)

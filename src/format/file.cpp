@@ -1,5 +1,7 @@
 #include "format/file.h"
 
+#include "format/io_fault.h"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -30,12 +32,17 @@ File &File::operator=(File &&o) noexcept {
 
 Status File::open_read(const std::string &path, bool direct) {
     path_ = path;
-    fd_ = platform::open_read(path.c_str(), direct);
+    // O_NONBLOCK: opening a FIFO for reading blocks until a writer appears,
+    // so the regular-file check below would never be reached. The flag is
+    // cleared once the fd is known to be a regular file.
+    fd_ = platform::open_read(path.c_str(), direct, O_NONBLOCK);
     if (fd_ < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
     direct_ = direct;
     struct stat st;
     if (fstat(fd_, &st) != 0) return io_error(path + ": cannot stat: " + std::strerror(errno));
     if (!S_ISREG(st.st_mode)) return io_error(path + ": not a regular file");
+    if (fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK) != 0)
+        return io_error(path + ": cannot clear O_NONBLOCK: " + std::strerror(errno));
     size_ = (uint64_t)st.st_size;
     return Status::ok();
 }
@@ -44,7 +51,7 @@ Status File::pread_all(void *buf, size_t n, uint64_t off) const {
     uint8_t *p = static_cast<uint8_t *>(buf);
     size_t done = 0;
     while (done < n) {
-        ssize_t r = ::pread(fd_, p + done, n - done, (off_t)(off + done));
+        ssize_t r = hooked_pread(fd_, path_, p + done, n - done, off + done);
         if (r < 0) {
             if (errno == EINTR) continue;
             return io_error(path_ + ": read of " + std::to_string(n) + " bytes at offset " + std::to_string(off) +
@@ -57,6 +64,8 @@ Status File::pread_all(void *buf, size_t n, uint64_t off) const {
     }
     return Status::ok();
 }
+
+ssize_t File::pread_some(void *buf, size_t n, uint64_t off) const { return hooked_pread(fd_, path_, buf, n, off); }
 
 Status read_whole_file(const std::string &path, size_t max_bytes, std::string *out) {
     File f;

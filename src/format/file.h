@@ -1,6 +1,8 @@
 // Minimal RAII file handle with full-length positional reads. Short reads
 // are reported, never treated as success.
 #pragma once
+#include <sys/types.h>
+
 #include <cstdint>
 #include <string>
 
@@ -25,6 +27,8 @@ public:
     bool direct() const { return direct_; }
     // Reads exactly n bytes at off, or fails naming the file.
     Status pread_all(void *buf, size_t n, uint64_t off) const;
+    // One pread (short reads possible), through the fault-injection hook.
+    ssize_t pread_some(void *buf, size_t n, uint64_t off) const;
 
 private:
     int fd_ = -1;

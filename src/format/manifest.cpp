@@ -33,6 +33,9 @@ struct Reader {
     bool integer(const json &o, const char *key, const std::string &path, int64_t lo, int64_t hi, int64_t *v) {
         double d = (double)*v;
         if (!num(o, key, path, &d)) return false;
+        // A fractional count (experts: 0.5) would truncate to a value the
+        // bounds below never saw as written; refuse it by name.
+        if (d != std::trunc(d)) return fail(path + key, "must be an integer, got " + std::to_string(d));
         if (d < (double)lo || d > (double)hi)
             return fail(path + key, "is " + std::to_string(d) + ", outside [" + std::to_string(lo) + ", " +
                                         std::to_string(hi) + "]");
@@ -49,6 +52,13 @@ struct Reader {
         double d = *v;
         if (!num(o, key, path, &d)) return false;
         *v = (float)d;
+        return true;
+    }
+    // A key that must be written out: absent or null is refused by name.
+    bool required(const json &o, const char *key, const std::string &path) {
+        auto it = o.find(key);
+        if (it == o.end()) return fail(path + key, "is missing");
+        if (it->is_null()) return fail(path + key, "is null");
         return true;
     }
     bool str(const json &o, const char *key, const std::string &path, std::string *v) {
@@ -270,10 +280,17 @@ Status parse_trunk(const json &root, Reader &r, Manifest *m) {
         auto sh = t.find("shape");
         if (sh == t.end() || !sh->is_array() || sh->empty() || sh->size() > 4)
             return format_error(r.where + ": " + p + "shape must be an array of 1-4 dimensions");
+        int64_t numel = 1;
         for (const auto &d : *sh) {
             if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > (1 << 26))
                 return format_error(r.where + ": " + p + "shape has a dimension outside [1, 2^26]");
             e.shape.push_back(d.get<int64_t>());
+            // Each factor <= 2^26 and the running product <= 2^40, so this
+            // never overflows; 2^40 elements bounds every size computed from
+            // the shape later (memory plan, row geometry).
+            numel *= d.get<int64_t>();
+            if (numel > ((int64_t)1 << 40))
+                return format_error(r.where + ": " + p + "shape has more than 2^40 elements");
         }
         m->trunk.push_back(std::move(e));
     }
@@ -293,8 +310,11 @@ Status parse_layers(const json &root, Reader &r, Manifest *m) {
         std::string p = "layers." + key + ".";
         if (!v.is_object()) return format_error(r.where + ": " + p + " must be an object");
         BankEntry b;
-        if (!r.str(v, "file", p, &b.file) || !r.integer(v, "experts", p, 0, 1 << 20, &b.experts) ||
-            !r.integer(v, "bytes", p, 0, (int64_t)1 << 50, &b.bytes) ||
+        // experts and bytes size every later division and allocation: they
+        // must be written, integral and positive before anything uses them.
+        if (!r.required(v, "file", p) || !r.required(v, "experts", p) || !r.required(v, "bytes", p) ||
+            !r.str(v, "file", p, &b.file) || !r.integer(v, "experts", p, 1, 1 << 20, &b.experts) ||
+            !r.integer(v, "bytes", p, 1, (int64_t)1 << 50, &b.bytes) ||
             !r.integer(v, "codebook_base", p, 0, 1 << 30, &b.codebook_base))
             return format_error(r.err);
         // The file name is joined to the container path: refuse anything
@@ -327,7 +347,19 @@ Status parse_manifest(const std::string &text, const std::string &where, Manifes
     SLUICE_TRY(parse_expert_quant(root, r, &m));
     SLUICE_TRY(parse_trunk(root, r, &m));
     SLUICE_TRY(parse_layers(root, r, &m));
+    // The bank index is checked as a whole here, before any caller (the
+    // memory plan, `sluice plan` without a container) divides by it; the
+    // codebook bound is checked again by Container::open with the real count.
+    SLUICE_TRY(validate_banks(m, (int64_t)1 << 40, where));
     if (auto pv = root.find("provenance"); pv != root.end() && pv->is_object()) m.provenance_json = pv->dump();
+    if (auto in = root.find("integrity"); in != root.end() && !in->is_null()) {
+        if (!in->is_object()) return format_error(where + ": key 'integrity' must be an object");
+        for (auto [key, dst] : {std::pair{"trunk_sha256", &m.trunk_sha256}, std::pair{"codebooks_sha256", &m.codebooks_sha256}}) {
+            if (!r.str(*in, key, "integrity.", dst)) return format_error(r.err);
+            if (!dst->empty() && (dst->size() != 64 || dst->find_first_not_of("0123456789abcdef") != std::string::npos))
+                return format_error(where + ": key 'integrity." + key + "' is not 64 lowercase hex digits");
+        }
+    }
     *out = std::move(m);
     return Status::ok();
 }
@@ -342,6 +374,7 @@ Status validate_banks(const Manifest &m, int64_t n_books, const std::string &whe
                                 std::to_string(c.n_experts));
         if (b.bytes <= 0 || b.bytes % b.experts != 0)
             return format_error(p + ".bytes is not a positive multiple of experts");
+        if (b.experts <= 0) return format_error(p + ".experts must be >= 1");
         if ((b.bytes / b.experts) % 4096 != 0)
             return format_error(p + ": record stride " + std::to_string(b.bytes / b.experts) +
                                 " is not a multiple of 4096");

@@ -81,6 +81,11 @@ struct Manifest {
     std::map<int, BankEntry> banks;  // MoE layer -> bank
     std::vector<TrunkEntry> trunk;
     std::string provenance_json;  // the converter's provenance object, if any ("" when absent)
+    // Top-level "integrity" (sluice's converter writes it; warp ignores
+    // unknown top-level keys, FORMAT.md §2.1): SHA-256 of trunk.bin and
+    // codebooks.bin, lowercase hex, "" when absent. The per-record crc32 is
+    // the format's only other checksum; these cover what it does not.
+    std::string trunk_sha256, codebooks_sha256;
 };
 
 // `where` names the file in error messages.

@@ -47,8 +47,8 @@ bool nocache_supported() {
 #endif
 }
 
-int open_read(const char *path, bool nocache) {
-    int flags = O_RDONLY | O_CLOEXEC;
+int open_read(const char *path, bool nocache, int extra_flags) {
+    int flags = O_RDONLY | O_CLOEXEC | extra_flags;
 #if defined(O_DIRECT)
     if (nocache) flags |= O_DIRECT;
 #endif

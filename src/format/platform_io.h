@@ -28,7 +28,7 @@ bool force_page_size_for_testing(size_t bytes);
 // refuses it, e.g. tmpfs, makes this fail with errno EINVAL, so the caller
 // can fall back to buffered reads), F_NOCACHE on macOS. Returns the file
 // descriptor, or -1 with errno set.
-int open_read(const char *path, bool nocache);
+int open_read(const char *path, bool nocache, int extra_flags = 0);  // extra_flags: e.g. O_NONBLOCK
 
 // Whether open_read(path, true) can bypass the cache on this platform at all.
 bool nocache_supported();

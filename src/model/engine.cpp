@@ -16,6 +16,7 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     const char *why = nullptr;
     if (!select_kernels(opt_.backend, &ops_.k, &why)) return arg_error(why);
     SLUICE_TRY(c_.open(dir));
+    if (opt_.verify_records) SLUICE_TRY(c_.check_integrity());
     const ModelConfig &cfg = c_.config();
     if (cfg.n_experts > 0) {
         const int64_t stride = c_.manifest().banks.begin()->second.bytes / cfg.n_experts;
@@ -122,11 +123,13 @@ void Engine::reset() {
     pos_ = 0;
     kda_.assign((size_t)cfg.n_layers, {});
     mla_.assign((size_t)cfg.n_layers, {});
+    kda_before_.assign((size_t)cfg.n_layers, {});
     for (int L = 0; L < cfg.n_layers; L++) {
         if (cfg.is_kda[(size_t)L]) {
             const size_t H = (size_t)cfg.kda_heads, D = (size_t)cfg.kda_dim, K = (size_t)cfg.conv_kernel;
             kda_[(size_t)L].S.assign(H * D * D, 0.0f);
             kda_[(size_t)L].ring.assign(3 * H * D * (K - 1), 0.0f);
+            kda_before_[(size_t)L] = kda_[(size_t)L];
         } else {
             mla_[(size_t)L].len = 0;
             mla_[(size_t)L].cache.clear();
@@ -191,6 +194,42 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
     if ((int64_t)pos_ + n > opt_.max_context)
         return Status(SLUICE_E_RANGE, "context full: " + std::to_string(pos_) + " + " + std::to_string(n) +
                                           " tokens exceed max_context " + std::to_string(opt_.max_context));
+    // Snapshot what a part-way failure (an expert read error, a NaN, an
+    // allocation) would leave changed: the KDA states (copied into buffers
+    // sized at reset), the MLA cache lengths (append-only: truncating
+    // restores them) and the position.
+    const int pos0 = pos_;
+    std::vector<int> mla_len0(mla_.size());
+    for (size_t L = 0; L < mla_.size(); L++) mla_len0[L] = mla_[L].len;
+    for (size_t L = 0; L < kda_.size(); L++) {
+        std::copy(kda_[L].S.begin(), kda_[L].S.end(), kda_before_[L].S.begin());
+        std::copy(kda_[L].ring.begin(), kda_[L].ring.end(), kda_before_[L].ring.begin());
+    }
+    auto roll_back = [&] {
+        pos_ = pos0;
+        const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;
+        for (size_t L = 0; L < mla_.size(); L++) {
+            mla_[L].len = mla_len0[L];
+            mla_[L].cache.resize((size_t)(mla_len0[L] * row));
+        }
+        for (size_t L = 0; L < kda_.size(); L++) {
+            std::copy(kda_before_[L].S.begin(), kda_before_[L].S.end(), kda_[L].S.begin());
+            std::copy(kda_before_[L].ring.begin(), kda_before_[L].ring.end(), kda_[L].ring.begin());
+        }
+    };
+    Status st;
+    try {
+        st = eval_chunks(tokens, n, logits, all);
+    } catch (...) {
+        roll_back();
+        throw;
+    }
+    if (!st) roll_back();
+    return st;
+}
+
+Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    const ModelConfig &cfg = c_.config();
     const int64_t V = cfg.vocab;
     const auto t_start = std::chrono::steady_clock::now();
     // The image queue is armed for this call's tokens only; once any row
@@ -222,6 +261,20 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
             for (int64_t t = 0; t < n; t++) trace_(L, stage, pos_ + (int)t, M + t * d, (int)d);
     };
     trace(-1, "embed", X.data());
+
+    // A corrupted weight (trunk or codebook edits no checksum covers) can
+    // turn the stream into NaN/Inf; logits from it are garbage that look like
+    // a result. The stream is checked after each block (n*d floats, noise
+    // next to the matmuls) so the error names the first layer it happened in.
+    auto nonfinite = [&](const float *M, int L, const char *block) -> Status {
+        for (int64_t i = 0; i < n * d; i++)
+            if (!std::isfinite(M[i]))
+                return format_error(c_.dir() + ": layer " + std::to_string(L) + " " + block +
+                                    ": the hidden state holds " + (std::isnan(M[i]) ? "NaN" : "Inf") +
+                                    " (token position " + std::to_string(pos_ + i / d) +
+                                    "); the container's weights are likely corrupt (try --verify / sluice verify)");
+        return Status::ok();
+    };
 
     std::vector<std::vector<float>> R;  // AttnRes block history, each n x d
     std::vector<float> P;               // AttnRes partial sum, n x d
@@ -256,6 +309,7 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         if (B > 0 && p_none) std::copy(Y.begin(), Y.end(), P.begin());
         else for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
         trace(L, "attn", S);
+        SLUICE_TRY(nonfinite(S, L, "attention"));
 
         const float *f_in = X.data();
         if (B > 0) {
@@ -267,6 +321,7 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
         if (B > 0) X = P;
         trace(L, "ffn", X.data());
+        SLUICE_TRY(nonfinite(S, L, "ffn"));
     }
     if (B > 0 && !R.empty()) {
         mix(&X, w_.out_res_norm.data(), w_.out_res_proj.data(), In.data());
@@ -281,6 +336,11 @@ Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool 
         for (int64_t t = first; t < n; t++)
             rmsnorm(X.data() + t * d, w_.final_norm.data(), d, cfg.eps, Hn.data() + (t - first) * d);
         ops_.matmul(w_.lm_head, Hn.data(), d, cnt, logits, cfg.vocab);
+        for (int64_t i = 0; i < cnt * (int64_t)cfg.vocab; i++)
+            if (!std::isfinite(logits[i]))
+                return format_error(c_.dir() + ": the logits hold NaN/Inf at token position " +
+                                    std::to_string(pos_ - n + first + i / cfg.vocab) + ", vocab " +
+                                    std::to_string(i % cfg.vocab) + " (final norm or lm_head; every layer was finite)");
     }
     return Status::ok();
 }

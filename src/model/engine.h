@@ -165,6 +165,11 @@ private:
     // Session state.
     int pos_ = 0;
     std::vector<KdaState> kda_;
+    // The KDA states as they were before the current eval: restored when it
+    // fails part-way, so a failed sluice_eval leaves the session as it was
+    // (include/sluice/sluice.h). Sized at reset, so copying never allocates.
+    std::vector<KdaState> kda_before_;
+    Status eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool all);
     std::vector<MlaState> mla_;
     TraceFn trace_;
     uint64_t tokens_evaluated_ = 0;

@@ -1,10 +1,13 @@
 // Session state files: the decoding state of one context, restorable into a
 // context of the same model. Every shape the state depends on is recorded
 // and checked on load, with the mismatching field named.
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
+#include "common/output_path.h"
+#include "format/io_fault.h"
 #include "common/sha256.h"
 #include "format/file.h"
 #include "model/engine.h"
@@ -45,6 +48,7 @@ Header make_header(const ModelConfig &c, int pos, const std::string &sha) {
 }  // namespace
 
 Status Engine::save_state(const std::string &path) const {
+    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
     std::string sha;
     SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
     const Header h = make_header(c_.config(), pos_, sha);
@@ -64,13 +68,21 @@ Status Engine::save_state(const std::string &path) const {
                  std::fwrite(m.cache.data(), 4, m.cache.size(), f) == m.cache.size();
         }
     }
-    ok = (std::fclose(f) == 0) && ok;
+    int werr = ok ? 0 : errno;
+    if (ok && (werr = hooked_write_error(tmp)) != 0) ok = false;  // fault injection (tests)
+    if (std::fclose(f) != 0 && ok) {
+        ok = false;
+        werr = errno;
+    }
     // Rename only a complete file, so a failure never leaves a state file
     // that looks valid.
-    if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
+    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
+        ok = false;
+        werr = errno;
+    }
     if (!ok) {
         std::remove(tmp.c_str());
-        return io_error(path + ": cannot write the state file");
+        return io_error(path + ": cannot write the state file" + (werr ? std::string(": ") + std::strerror(werr) : ""));
     }
     return Status::ok();
 }

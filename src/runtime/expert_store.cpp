@@ -1,5 +1,7 @@
 #include "runtime/expert_store.h"
 
+#include "format/io_fault.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -244,7 +246,9 @@ void ExpertStore::landed(Key k, const std::shared_ptr<Inflight> &inf, RecordByte
 }
 
 void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool speculative) {
-    if (!queue_) return;
+    // With a fault-injection hook installed (tests only), every read goes
+    // through File's hooked path: the read queues call the kernel directly.
+    if (!queue_ || io_fault_hook()) return;
     auto bank = banks_.find(layer);
     if (bank == banks_.end()) return;
     std::vector<std::unique_ptr<ReadJob>> cancelled;

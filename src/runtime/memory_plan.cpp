@@ -65,6 +65,10 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
         if (t.name.substr(m.tensor_prefix.size()) == "model.embed_tokens.weight" && t.fmt != 0) continue;
         int64_t cols = t.shape.empty() ? 0 : t.shape.back(), rows = 1, ng = 0, rowbytes = 0;
         for (size_t i = 0; i + 1 < t.shape.size(); i++) rows *= t.shape[i];
+        // parse_manifest bounds a shape to 2^40 elements; a hand-built one
+        // past that is refused rather than overflowed.
+        if (rows < 1 || cols < 1 || rows > ((int64_t)1 << 40) / cols)
+            return format_error("manifest: trunk '" + t.name + "' has an absurd shape");
         if (!qtensor_geometry((QFmt)t.fmt, cols, (int)t.group, &ng, &rowbytes)) continue;
         p.trunk += (uint64_t)(rows * rowbytes) + (uint64_t)(rows * ng) * 4;  // scales are held as f32
     }
@@ -74,10 +78,14 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
         (c.is_kda[(size_t)L] ? n_kda : n_mla)++;
     }
     const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim, K = (uint64_t)std::max(1, c.conv_kernel);
-    p.kda_state = (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
+    // Twice: the live states and the copy a failed eval is rolled back to.
+    p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     if (c.n_experts > 0 && !m.banks.empty()) {
         const BankEntry &b = m.banks.begin()->second;
+        // parse_manifest refuses experts < 1; the guard keeps this division
+        // safe for a Manifest built by hand.
+        if (b.experts < 1 || b.bytes < 0) return format_error("manifest: layers.*.experts must be >= 1");
         p.record = (uint64_t)(b.bytes / b.experts);
     }
     p.min_cache = 2ull * (uint64_t)c.top_k * p.record;

@@ -5,6 +5,8 @@
 #include <httplib.h>
 #include <sys/socket.h>
 
+#include "server/transport.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
@@ -80,13 +82,7 @@ json model_object(const std::string &name, int64_t created) {
 // answered in milliseconds. listen() again on the bound socket raises the
 // backlog (Linux updates it in place); svr_sock_ is protected, hence the
 // subclass.
-class HttpServer final : public httplib::Server {
-public:
-    void widen_backlog(int n) {
-        const socket_t s = svr_sock_;
-        if (s != INVALID_SOCKET) ::listen(s, n);
-    }
-};
+// (HttpServer::widen_backlog, server/transport.h.)
 
 // Everything the streaming content provider needs after the handler returns.
 struct StreamState {
@@ -171,7 +167,15 @@ void Server::stop() {
 }
 
 bool Server::bind(std::string *err) {
-    const size_t threads = opt_.http_threads > 0 ? (size_t)opt_.http_threads : opt_.max_queue + 16;
+    // Connections idle or mid-headers are bounded (transport.h); the pool
+    // has room for all of them on top of the request threads, so they can
+    // never take the thread a new request (/health) needs.
+    TransportLimits lim;
+    lim.header_timeout_s = lim.body_timeout_s = (double)opt_.read_timeout_s;
+    lim.keep_alive_s = (double)opt_.keep_alive_s;
+    static_cast<HttpServer &>(*http_).set_transport_limits(lim);
+    const size_t threads =
+        (opt_.http_threads > 0 ? (size_t)opt_.http_threads : opt_.max_queue + 16) + lim.max_idle;
     // Every waiting request holds an HTTP thread; with fewer threads than
     // queue slots the 429 for the next client would wait for a free thread.
     http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -186,6 +190,14 @@ bool Server::bind(std::string *err) {
     // httplib closes a keep-alive connection after 5 requests by default;
     // reconnecting costs more than the requests themselves here.
     http_->set_keep_alive_max_count(1000);
+    // httplib's default socket options set SO_REUSEPORT, which lets a second
+    // server bind the same port and take half its connections (one with no
+    // --api-key then answers what the first would refuse). SO_REUSEADDR
+    // alone only allows rebinding over TIME_WAIT; a live listener is refused.
+    http_->set_socket_options([](socket_t sock) {
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    });
     if (opt_.port == 0) {
         port_ = http_->bind_to_any_port(opt_.host);
         if (port_ <= 0) return *err = "cannot bind to " + opt_.host + " on any port", false;

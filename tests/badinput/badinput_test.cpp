@@ -5,7 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/sha256.h"
 #include "fixtures_util.h"
 #include "sluice/sluice.h"
 
@@ -83,8 +86,11 @@ protected:
         std::printf("  eval -> %s: %s\n", sluice_status_name(st), msg.c_str());
         EXPECT_EQ(st, code) << msg;
         for (auto &n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "'" << n << "' not in: " << msg;
-        // A failed eval poisons the session until reset.
-        EXPECT_EQ(sluice_eval(ctx, ids.data(), 1, lg.data()), SLUICE_E_STATE);
+        // A failed eval leaves the session as it was (position 0): the same
+        // call fails the same way, never with a "broken session" state.
+        EXPECT_EQ(sluice_n_past(ctx), 0);
+        EXPECT_EQ(sluice_eval(ctx, ids.data(), ids.size(), lg.data()), code);
+        EXPECT_EQ(sluice_n_past(ctx), 0);
         EXPECT_EQ(sluice_reset(ctx), SLUICE_OK);
         sluice_close(ctx);
     }
@@ -98,9 +104,10 @@ TEST_F(BadInput, TruncatedTrunk) {
 }
 
 TEST_F(BadInput, TruncatedExpertBank) {
+    // Found at open since issue 16: a bank shorter than layers.N.bytes.
     std::string c = copy("kimi-linear-tiny");
     fs::resize_file(c + "/experts-L1.bin", 4096 * 3);  // less than one record
-    expect_eval_error(c, SLUICE_E_IO, {"experts-L1.bin", "layer 1", "short read"});
+    expect_open_error(c, SLUICE_E_FORMAT, {"layers.1.bytes", "experts-L1.bin", "holds 12288 bytes"});
 }
 
 TEST_F(BadInput, BadRecordMagic) {
@@ -250,6 +257,138 @@ TEST_F(BadInput, TokenOutOfRangeLeavesSessionUsable) {
     EXPECT_EQ(sluice_eval(ctx, bad, 1, lg.data()), SLUICE_OK);
     EXPECT_EQ(sluice_eval(ctx, nullptr, 0, lg.data()), SLUICE_E_ARG);
     sluice_close(ctx);
+}
+
+// ---- issue 16: holes found by a hostile-input probe ----
+
+// layers.N.experts of 0, 0.5, null or missing: a named error from open and
+// from the manifest-only plan, never SIGFPE.
+TEST_F(BadInput, BankExpertCountNotAPositiveInteger) {
+    const std::vector<std::pair<std::string, nlohmann::json>> cases = {
+        {"0", 0}, {"0.5", 0.5}, {"null", nullptr}, {"missing", nlohmann::json()}};
+    for (const auto &[name, v] : cases) {
+        std::string c = copy("kimi-linear-tiny");
+        edit_manifest(c, [&, name = name](nlohmann::json &j) {
+            if (name == "missing") j["layers"]["1"].erase("experts");
+            else j["layers"]["1"]["experts"] = v;
+        });
+        std::printf("experts = %s\n", name.c_str());
+        expect_open_error(c, SLUICE_E_FORMAT, {"layers.1.experts"});
+        sluice_memory_plan p;
+        char err[512] = {0};
+        EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT);
+        EXPECT_NE(std::string(err).find("layers.1.experts"), std::string::npos) << err;
+        fs::remove_all(c);
+    }
+}
+
+// A bank claiming far more bytes than its file holds: refused at open, the
+// key named, before anything is sized from it (was a 16 GiB cache plan).
+TEST_F(BadInput, BankBytesLargerThanTheFile) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) {
+        j["layers"]["1"]["bytes"] = j["layers"]["1"]["experts"].get<int64_t>() * ((int64_t)8 << 30);
+    });
+    expect_open_error(c, SLUICE_E_FORMAT, {"layers.1.bytes", "experts-L1.bin", "holds"});
+}
+
+// A trunk shape whose element count overflows 64 bits (UBSan in the plan).
+TEST_F(BadInput, TrunkShapeProductOverflow) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["trunk"][0]["shape"] = {1 << 26, 1 << 26, 1 << 26, 1 << 26}; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"2^40 elements"});
+    sluice_memory_plan p;
+    char err[512] = {0};
+    EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT) << err;
+}
+
+// FIFOs in place of container files: refused, not a hang in open().
+TEST_F(BadInput, FifoInsteadOfAFileIsRefused) {
+    for (const char *f : {"manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin"}) {
+        std::string c = copy("kimi-linear-tiny");
+        fs::remove(c + "/" + f);
+        ASSERT_EQ(::mkfifo((c + "/" + f).c_str(), 0600), 0);
+        std::printf("FIFO %s\n", f);
+        expect_open_error(c, SLUICE_E_IO, {f, "not a regular file"});
+        fs::remove_all(c);
+    }
+}
+
+// expert_quant edited (stages 3 -> 2): the record offsets give it away
+// under --verify; entries 256 -> 64: the codebook headers give it away.
+TEST_F(BadInput, ExpertQuantEditsAreCaught) {
+    std::string c = copy("kimi-linear-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["expert_quant"]["stages"] = 2; });
+    expect_eval_error(c, SLUICE_E_IO, {"experts-L1.bin", "contiguous layout"}, /*verify=*/true);
+    c = copy("deepseek-yarn-tiny");
+    edit_manifest(c, [](nlohmann::json &j) { j["expert_quant"]["entries"] = 64; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"codebooks.bin", "codebook record"});
+}
+
+// A NaN in a layer's weights: eval fails naming the first layer it reaches,
+// instead of returning NaN logits with SLUICE_OK.
+TEST_F(BadInput, NonFiniteHiddenStateNamesTheLayer) {
+    std::string c = copy("kimi-linear-tiny");
+    std::ifstream in(c + "/manifest.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    uint64_t off = 0;
+    for (auto &t : j["trunk"])
+        if (t["name"] == "model.layers.2.post_attention_layernorm.weight") off = t["off"].get<uint64_t>();
+    ASSERT_NE(off, 0u);
+    const float nan = NAN;
+    std::vector<uint8_t> b(4);
+    std::memcpy(b.data(), &nan, 4);
+    patch(c + "/trunk.bin", off, b);
+    expect_eval_error(c, SLUICE_E_FORMAT, {"layer 2 ffn", "NaN"});
+}
+
+// Outputs never replace a FIFO (or any non-regular file).
+TEST_F(BadInput, OutputsNeverReplaceANonRegularFile) {
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(container_path("kimi-linear-tiny").c_str(), nullptr, &ctx), SLUICE_OK);
+    const std::string fifo = (dir_ / "out.fifo").string();
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    int32_t t = 3;
+    std::vector<float> lg((size_t)sluice_n_vocab(ctx));
+    ASSERT_EQ(sluice_eval(ctx, &t, 1, lg.data()), SLUICE_OK);
+    EXPECT_EQ(sluice_state_save(ctx, fifo.c_str()), SLUICE_E_IO);
+    std::printf("  state_save -> %s\n", sluice_last_error(ctx));
+    EXPECT_NE(std::string(sluice_last_error(ctx)).find("not a regular file"), std::string::npos);
+    EXPECT_EQ(sluice_save_usage(ctx, fifo.c_str()), SLUICE_E_IO);
+    struct stat st;
+    ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    sluice_close(ctx);
+}
+
+// The manifest's integrity checksums (written by `sluice convert`): a trunk
+// edit no record crc covers is caught by --verify at open.
+TEST_F(BadInput, TrunkChecksumCatchesAnEditUnderVerify) {
+    std::string c = copy("kimi-linear-tiny");
+    std::string th, ch;
+    ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
+    ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
+    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.verify_records = 1;
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
+    sluice_close(ctx);
+    ctx = nullptr;
+    patch(c + "/trunk.bin", fs::file_size(c + "/trunk.bin") - 3, {0x42});
+    EXPECT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_E_FORMAT);
+    std::string msg = sluice_last_error(ctx);
+    std::printf("  open --verify -> %s\n", msg.c_str());
+    EXPECT_NE(msg.find("trunk.bin"), std::string::npos);
+    EXPECT_NE(msg.find("integrity.trunk_sha256"), std::string::npos);
+    sluice_close(ctx);
+    // Without --verify the hash is not computed (open stays cheap).
+    ctx = nullptr;
+    EXPECT_EQ(sluice_open(c.c_str(), nullptr, &ctx), SLUICE_OK);
+    sluice_close(ctx);
+    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"]["trunk_sha256"] = "xyz"; });
+    expect_open_error(c, SLUICE_E_FORMAT, {"integrity.trunk_sha256", "hex"});
 }
 
 }  // namespace
