@@ -147,9 +147,11 @@ sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
         // Say what the automatic budget picked (issue 5: on stderr).
         sluice_memory_plan p;
         char err[512];
+        // With images the open adds the tower to the floor (p.vision).
         if (sluice_plan_model(path.c_str(), 0, cfg.max_context, cfg.cgroup_root, &p, err, sizeof err) == SLUICE_OK)
-            std::fprintf(stderr, "sluice: budget %.2f GiB = %s; expert cache %.2f GiB\n", p.budget / 1073741824.0,
-                         p.choice, p.cache / 1073741824.0);
+            std::fprintf(stderr, "sluice: budget %.2f GiB = %s%s; expert cache %.2f GiB\n",
+                         (p.budget + (cfg.vision ? p.vision : 0)) / 1073741824.0, p.choice,
+                         cfg.vision && p.vision ? " + the vision tower" : "", p.cache / 1073741824.0);
     }
     sluice_status st = sluice_open(path.c_str(), &cfg, &ctx);
     if (st != SLUICE_OK) {

@@ -29,7 +29,8 @@ uint64_t trunk_row_bytes(int fmt, int64_t n) {
     }
 }
 
-void quantize_rows(const float* x, int64_t rows, int64_t N, int fmt, uint8_t* payload, uint16_t* scales) {
+void quantize_rows(const float* x, int64_t rows, int64_t N, int fmt, uint8_t* payload, uint16_t* scales,
+                   bool vision_floor) {
     const int64_t ng = (N + kGroup - 1) / kGroup;
     const int64_t n = ng * kGroup;
     const uint64_t rb = trunk_row_bytes(fmt, n);
@@ -43,8 +44,8 @@ void quantize_rows(const float* x, int64_t rows, int64_t N, int fmt, uint8_t* pa
             const int64_t c0 = g * kGroup, c1 = std::min(N, c0 + kGroup);
             float amax = 0.0f;  // padding elements are 0 and cannot raise it
             for (int64_t c = c0; c < c1; ++c) amax = std::max(amax, std::fabs(xr[c]));
-            amax = std::max(amax, 1e-8f);
-            const float scale = amax / qmax;  // f32 division, as torch does
+            const float scale = vision_floor ? std::max(amax / qmax, 1e-12f)
+                                             : std::max(amax, 1e-8f) / qmax;  // f32 division, as torch does
             for (int64_t c = c0; c < c0 + kGroup; ++c) {
                 const float v = c < N ? xr[c] / scale : 0.0f;
                 // nearbyint in the default mode is round-half-even (torch.round).
@@ -105,6 +106,23 @@ bool plan_trunk(const Checkpoint& ck, const ModelPlan& mp, int trunk_bits, bool 
         if (t.shape.size() == 1 || numel < 65536) t.fmt = kF32;
         else if (ends_with(t.name, "embed_tokens.weight") || ends_with(t.name, "lm_head.weight") || trunk8) t.fmt = kQ8G;
         else t.fmt = trunk_bits == 8 ? kQ8G : trunk_bits == 3 ? kQ3G : kQ4G;
+        // K3's vision tower: what the reference's second step
+        // (requant_vision.py) does, done here so a converted K3 needs none.
+        // Every tower/projector tensor that is quantized or has more than two
+        // dimensions becomes Q8G with a flattened shape: 4-D [a,b,c,d] ->
+        // [a, b*c*d] (the patch kernel's 588-wide rows), 3-D [a,b,c] ->
+        // [a*b, c]. Small F32 matrices and the norms stay F32 (VISION.md §1.3).
+        const bool vis = t.name.rfind("vision_tower.", 0) == 0 || t.name.rfind("mm_projector.", 0) == 0;
+        if (vis && (t.fmt != kF32 || t.shape.size() > 2) && t.shape.size() <= 4) {
+            const int64_t src_cols = t.shape.back();
+            if (t.shape.size() == 4) t.shape = {t.shape[0], t.shape[1] * t.shape[2] * t.shape[3]};
+            if (t.shape.size() == 3) t.shape = {t.shape[0] * t.shape[1], t.shape[2]};
+            t.cols = t.shape.back();
+            t.rows = numel / t.cols;
+            t.src_rows_per_row = t.cols / src_cols;
+            t.fmt = kQ8G;
+            t.vision_requant = true;
+        }
         t.off = off;
         if (t.fmt == kF32) {
             t.bytes = static_cast<uint64_t>(numel) * 4;
@@ -144,7 +162,8 @@ bool write_trunk(const Checkpoint& ck, const std::vector<TrunkEntry>& plan, uint
         const TrunkEntry& t = plan[it.t];
         const int64_t rows = it.r1 - it.r0;
         std::vector<float> x(static_cast<size_t>(rows * t.cols));
-        if (!ck.read_rows_f32(t.source, it.r0, it.r1, x.data(), e)) return false;
+        const int64_t per = t.src_rows_per_row;
+        if (!ck.read_rows_f32(t.source, it.r0 * per, it.r1 * per, x.data(), e)) return false;
         uint64_t nbytes;
         if (t.fmt == kF32) {
             nbytes = x.size() * 4;
@@ -154,7 +173,7 @@ bool write_trunk(const Checkpoint& ck, const std::vector<TrunkEntry>& plan, uint
             const uint64_t rb = trunk_row_bytes(t.fmt, ng * kGroup);
             std::vector<uint8_t> payload(static_cast<size_t>(rb * rows));
             std::vector<uint16_t> sc(static_cast<size_t>(rows * ng));
-            quantize_rows(x.data(), rows, t.cols, t.fmt, payload.data(), sc.data());
+            quantize_rows(x.data(), rows, t.cols, t.fmt, payload.data(), sc.data(), t.vision_requant);
             std::vector<uint8_t> scb(sc.size() * 2);
             for (size_t i = 0; i < sc.size(); ++i) { scb[2 * i] = sc[i] & 0xFF; scb[2 * i + 1] = sc[i] >> 8; }
             if (!pwrite_all(fd, payload.data(), payload.size(), t.off + rb * static_cast<uint64_t>(it.r0), tmp, e)) return false;

@@ -261,7 +261,8 @@ int run_verify(const VerifyOptions& opt, VerifyReport* rep, std::string* err, Pr
                 w.resize(static_cast<size_t>((r1 - r0) * q.cols));
                 s.resize(w.size());
                 if (!status_ok(c.read_rows_f32(man.trunk[i], q, r0, r1, w.data()), err) ||
-                    !ck.read_rows_f32(src->source, r0, r1, s.data(), err))
+                    !ck.read_rows_f32(src->source, r0 * src->src_rows_per_row, r1 * src->src_rows_per_row, s.data(),
+                                      err))
                     return 2;
                 a.add(w.data(), s.data(), w.size());
             }

@@ -137,3 +137,37 @@ TEST(VisionImage, FixturePixelsBitExact) {
         EXPECT_EQ(differ, 0u) << c.name;
     }
 }
+
+// Damaged images: random byte flips and truncations of a valid BMP (and of
+// the fixture PNG when present) either decode or are refused by name; never
+// a crash (run under ASan/UBSan in the sanitizer build).
+TEST(VisionImage, DamagedImagesAreRefusedOrDecoded) {
+    std::vector<std::vector<uint8_t>> seeds = {make_bmp(30, 20, 9, 99, 199)};
+    const std::string png = vision_dir() + "/images/img_a.png";
+    if (std::filesystem::exists(png)) {
+        std::vector<uint8_t> b;
+        if (read_image_file(png, &b).is_ok()) seeds.push_back(b);
+    }
+    uint64_t s = 0x9E3779B97F4A7C15ull;
+    auto rnd = [&]() { return s = s * 6364136223846793005ull + 1442695040888963407ull, (uint32_t)(s >> 33); };
+    int refused = 0, decoded = 0;
+    for (const auto &seed : seeds)
+        for (int it = 0; it < 300; it++) {
+            std::vector<uint8_t> v = seed;
+            const int flips = 1 + (int)(rnd() % 8);
+            for (int f = 0; f < flips; f++) v[rnd() % v.size()] ^= (uint8_t)(1u << (rnd() % 8));
+            if (rnd() % 3 == 0) v.resize(1 + rnd() % v.size());
+            RgbImage img;
+            sluice::Status st = decode_image(v.data(), v.size(), "damaged", &img);
+            if (st.is_ok()) {
+                decoded++;
+                EXPECT_EQ(img.rgb.size(), (size_t)img.width * img.height * 3);
+            } else {
+                refused++;
+                EXPECT_EQ(st.code(), SLUICE_E_IO);
+                EXPECT_NE(st.message().find("damaged"), std::string::npos) << st.message();
+            }
+        }
+    std::printf("damaged images: %d decoded, %d refused with a named error\n", decoded, refused);
+    EXPECT_GT(refused, 0);
+}

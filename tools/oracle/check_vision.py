@@ -39,6 +39,70 @@ def line(what, s):
     print("%-40s max|diff| %.3g  mean|diff| %.3g  rel L2 %.3g  corr %.9f  argmax %d/%d" % ((what,) + s))
 
 
+def check_chat(a, d, cont):
+    """`sluice chat --vision`: an image that fails when its turn is sent
+    abandons that turn and leaves nothing queued, so the image turns after
+    it still expand and run (the reference engine leaves the batch's other
+    images queued and fails every later image turn)."""
+    cut = os.path.join(a.work, "cut.png")
+    with open(cut, "wb") as f:  # a valid header, no image data: passes /image, fails to decode
+        f.write(open(os.path.join(d, "images", "img_a.png"), "rb").read()[:33])
+    img = os.path.join(d, "images", "img_a.png")
+    script = "/image %s\n/image %s\nfirst\n/image %s\nsecond\nthird\n" % (img, cut, img)
+    cmd = [a.sluice, "chat", cont, "--vision", "-n", "3", "--temp", "0", "--threads", "2", "--no-hotlist"]
+    r = subprocess.run(cmd, input=script, capture_output=True, text=True)
+    err = r.stderr
+    errors = [l for l in err.splitlines() if l.startswith("sluice chat:")]
+    fails = sum("cut.png" in l for l in errors)
+    turns = err.count("[%s: 6 image tokens]" % img)
+    good = r.returncode == 1 and fails == 1 and len(errors) == 1 and turns == 2
+    print("sluice chat: failed image abandoned its turn (%d messages), image turns encoded %d (want 2), "
+          "rc %d: %s" % (fails, turns, r.returncode, "ok" if good else "FAIL\n" + err[-3000:]))
+    return good
+
+
+def check_convert(a, d, cont):
+    """`sluice convert` on the fixture's source must write every vision
+    tensor as warp's converter + requant_vision.py leave it: same format,
+    flattened shape, and identical code and scale bytes."""
+    out = os.path.join(a.work, "k3v-converted.waste")
+    cmd = [a.sluice, "convert", "--src", os.path.join(d, "hf-k3v-tiny"), "--out", out, "--jobs", "2"]
+    if os.path.exists(out):
+        import shutil
+        shutil.rmtree(out)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        print("FAIL: %s\n%s" % (" ".join(cmd), r.stderr[-2000:]))
+        return False
+    mine = {e["name"]: e for e in json.load(open(os.path.join(out, "manifest.json")))["trunk"]}
+    ref = {e["name"]: e for e in json.load(open(os.path.join(cont, "manifest.json")))["trunk"]}
+    tm = open(os.path.join(out, "trunk.bin"), "rb").read()
+    tr = open(os.path.join(cont, "trunk.bin"), "rb").read()
+    n = bad = 0
+    for name, e in ref.items():
+        if not (name.startswith("vision_tower.") or name.startswith("mm_projector.")):
+            continue
+        n += 1
+        m = mine.get(name)
+        if m is None or m["fmt"] != e["fmt"] or m["shape"] != e["shape"]:
+            print("convert: %s: %s vs warp %s" % (name, m and (m["fmt"], m["shape"]), (e["fmt"], e["shape"])))
+            bad += 1
+            continue
+        if e["fmt"] == 0:
+            same = tm[m["off"]:m["off"] + e["bytes"]] == tr[e["off"]:e["off"] + e["bytes"]]
+        else:
+            rows = int(np.prod(e["shape"][:-1]))
+            ng = -(-e["shape"][-1] // 128)
+            pay = rows * ng * 128
+            same = (tm[m["off"]:m["off"] + pay] == tr[e["off"]:e["off"] + pay] and
+                    tm[m["scale_off"]:m["scale_off"] + 2 * rows * ng] == tr[e["scale_off"]:e["scale_off"] + 2 * rows * ng])
+        if not same:
+            print("convert: %s: bytes differ from warp's requantized tensor" % name)
+            bad += 1
+    print("sluice convert: %d vision tensors, %d differ from warp's converter + requant pass" % (n, bad))
+    return bad == 0 and n > 0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("fixtures")
@@ -106,6 +170,8 @@ def main():
             print("sluice eval prompt3: %d tokens, top-5 %s (warp: [15, 361, 38, 437, 205]), max|diff| of their "
                   "logits %.3g" % (j["n_prompt"], ids, dl))
             ok &= ids == [15, 361, 38, 437, 205] and j["n_prompt"] == 29 and dl <= 3e-4
+        ok &= check_chat(a, d, cont)
+        ok &= check_convert(a, d, cont)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
