@@ -108,7 +108,8 @@ def convert_check(d):
     return None if r.returncode == 0 else None if b"c.waste" in r.stderr else f"verify of a killed convert: {r.stderr[-200:]}"
 
 
-case("convert", lambda d: [sluice, "convert", hf, os.path.join(d, "c.waste"), "--quiet", "--jobs", "2"],
+case("convert", lambda d: [sluice, "convert", hf, os.path.join(d, "c.waste"), "--quiet", "--jobs", "2",
+                    "--kmeans-iters", "5", "--train-vectors", "20000"],
      lambda d: [os.path.join(d, "c.waste")], convert_check)
 
 # --- kld suite make: the suite dir is complete or absent ---
