@@ -100,5 +100,46 @@ def chat_sigint():
 
 
 chat_sigint()
+
+
+# verify --source with a checkpoint whose expert has another shape: refused by
+# name, never a heap overflow (was "double free or corruption", exit 134).
+def wrong_source():
+    import json, struct
+    hf = os.path.join(fixtures, "hf", "tiny-kimi-linear")
+    cont = os.path.join(fixtures, "warp", "converted-default.waste")
+    if not os.path.isdir(hf) or not os.path.isdir(cont):
+        print("skip verify --source: fixtures missing")
+        return
+    dst = os.path.join(work, "wrong-src")
+    shutil.copytree(hf, dst)
+    cut = "model.layers.1.block_sparse_moe.experts.0.w1.weight_"
+    for name in os.listdir(dst):
+        if not name.endswith(".safetensors"):
+            continue
+        path = os.path.join(dst, name)
+        raw = open(path, "rb").read()
+        n = struct.unpack("<Q", raw[:8])[0]
+        head = json.loads(raw[8:8 + n])
+        data = raw[8 + n:]
+        out, blobs, off = {}, [], 0
+        for k, v in head.items():
+            if k == "__metadata__":
+                out[k] = v
+                continue
+            b = data[v["data_offsets"][0]:v["data_offsets"][1]]
+            if k.startswith(cut):  # half the rows: a checkpoint of another shape
+                rows = v["shape"][0]
+                b = b[:len(b) // rows * (rows // 2)]
+                v = dict(v, shape=[rows // 2] + v["shape"][1:])
+            out[k] = dict(v, data_offsets=[off, off + len(b)])
+            blobs.append(b)
+            off += len(b)
+        h = json.dumps(out).encode()
+        open(path, "wb").write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+    expect("verify --source of another shape", [sluice, "verify", cont, "--source", dst], 2, "does not match")
+
+
+wrong_source()
 print(f"{len(fails)} failures")
 sys.exit(1 if fails else 0)
