@@ -242,6 +242,10 @@ void sluice_sampler_free(sluice_sampler *s);
  * and must outlive nothing: s keeps its own copy. */
 sluice_status sluice_sampler_set_json_schema(sluice_sampler *s, sluice_ctx *ctx, const char *schema, size_t len,
                                              const int32_t *end_tokens, size_t n_end);
+/* Checks that a JSON schema compiles for constrained decoding, without a
+ * context: SLUICE_OK, or SLUICE_E_ARG with the reason (the schema path and
+ * what is wrong) in err (NUL-terminated, truncated to err_cap). */
+sluice_status sluice_json_schema_check(const char *schema, size_t len, char *err, size_t err_cap);
 /* -1: no constraint; 0: the output is not a complete value yet; 1: it is
  * (an end token may follow); 2: an end token was drawn. */
 int32_t sluice_sampler_constraint_state(const sluice_sampler *s);

@@ -112,7 +112,9 @@ bool Matcher::step_frame(Stack &s, uint8_t c) const {
         if (f.a == kStrBody) {
             if (c == '"') return s.pop_back(), true;
             if (!room || c < 0x20) return false;
-            if (c == '\\') return f.a = kStrEsc, f.b++, true;
+            // An escape is budgeted whole: the backslash only with room
+            // for a two-byte escape, 'u' only with room for its four digits.
+            if (c == '\\') return (uint32_t)f.b + 2 <= n.max_bytes ? (f.a = kStrEsc, f.b++, true) : false;
             if (c < 0x80) return f.b++, true;
             int rem = 0, range = 0;
             if (c >= 0xC2 && c <= 0xDF) rem = 1;
@@ -126,15 +128,18 @@ bool Matcher::step_frame(Stack &s, uint8_t c) const {
             return true;
         }
         if (f.a == kStrEsc) {
-            if (!room) return false;
+            if (c == 'u') {
+                if ((uint32_t)f.b + 5 > n.max_bytes) return false;
+                f.b++;
+                return f.a = kStrHex, true;
+            }
             f.b++;
-            if (c == 'u') return f.a = kStrHex, true;
             if (c == '"' || c == '\\' || c == '/' || c == 'b' || c == 'f' || c == 'n' || c == 'r' || c == 't')
                 return f.a = kStrBody, true;
             return false;
         }
         if (f.a >= kStrHex && f.a < kStrHex + 4) {
-            if (!room || !is_hex(c)) return false;
+            if (!is_hex(c)) return false;
             f.b++;
             f.a = f.a == kStrHex + 3 ? kStrBody : f.a + 1;
             return true;

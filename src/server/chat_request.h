@@ -9,22 +9,12 @@
 #include <optional>
 #include <string>
 
+#include "server/chat_fields.h"
 #include "server/request.h"
 #include "server/xtml_render.h"
 
 namespace sluice::server {
 
-struct ChatFields {
-    nlohmann::ordered_json messages;  // validated; "developer" renamed to "system"
-    nlohmann::ordered_json tools;     // null or an array
-    nlohmann::ordered_json tool_choice;      // null, a string or an object
-    nlohmann::ordered_json response_format;  // null or an object
-    // From thinking / reasoning_effort; resolved against the server default
-    // by the format (thinking_explicit: the request asked for it either way).
-    std::optional<bool> thinking_field;
-    std::optional<std::string> effort;  // lowercased; absent if none given
-    bool effort_given = false;
-};
 
 // Shape checks on the messages and the chat fields; *err is the OpenAI
 // error (400) with warp's message and param.

@@ -92,6 +92,14 @@ public:
         return true;
     }
 
+    bool tokenize_markup(std::string_view text, std::vector<int32_t> *out, std::string *err) override {
+        sluice_status st = fill(out, text.size() + 16, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_tokenize_markup(ctx_, text.data(), text.size(), o, cap, n);
+        });
+        if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
+        return true;
+    }
+
     bool chat_render(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err) override {
         std::vector<sluice_chat_message> cm;
         size_t bytes = 64;
@@ -126,18 +134,41 @@ public:
         return d ? std::make_unique<CDetok>(d) : nullptr;
     }
 
-    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p) override {
+    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *err) override {
         sluice_sampling sp;
         sluice_sampling_default(&sp);
-        // OpenAI semantics: temperature and nucleus only; everything else off.
         sp.temperature = p.temperature;
         sp.top_p = p.top_p;
-        sp.top_k = 0;
-        sp.min_p = 0.0f;
-        sp.repeat_penalty = 1.0f;
+        sp.top_k = p.top_k;
+        sp.min_p = p.min_p;
+        sp.repeat_penalty = p.repeat_penalty;
+        sp.repeat_last_n = p.repeat_last_n;
         sp.seed = p.seed;
         sluice_sampler *s = sluice_sampler_new(&sp);
-        return s ? std::make_unique<CSampler>(s) : nullptr;
+        if (!s) return *err = "invalid sampling parameters", nullptr;
+        if (p.constrained) {
+            sluice_status st = sluice_sampler_set_json_schema(s, ctx_, p.json_schema.data(), p.json_schema.size(),
+                                                              p.end_tokens.data(), p.end_tokens.size());
+            if (st != SLUICE_OK) {
+                *err = describe(ctx_, st);
+                sluice_sampler_free(s);
+                return nullptr;
+            }
+        }
+        return std::make_unique<CSampler>(s);
+    }
+
+    bool engine_stats(EngineStats *out) override {
+        sluice_stats s{};
+        if (sluice_stats_get(ctx_, &s) != SLUICE_OK) return false;
+        out->tokens_evaluated = s.tokens_evaluated;
+        out->expert_cache_hits = s.expert_cache_hits;
+        out->expert_cache_misses = s.expert_cache_misses;
+        out->expert_reads = s.expert_reads;
+        out->expert_bytes_read = s.expert_bytes_read;
+        out->seconds_eval = s.seconds_eval;
+        out->seconds_read = s.seconds_read;
+        return true;
     }
 
     bool reset(std::string *err) override {
