@@ -16,7 +16,8 @@ constexpr uint8_t kLo[] = {0x80, 0xA0, 0x80, 0x90, 0x80};
 constexpr uint8_t kHi[] = {0xBF, 0xBF, 0x9F, 0xBF, 0x8F};
 
 // Num phases; accepting: 2, 3, 5, 8.
-constexpr int32_t kMaxIntDigits = 16, kMaxFracDigits = 16, kMaxExpDigits = 3;
+// Two exponent digits keep every number finite as a double (at most ~1e115).
+constexpr int32_t kMaxIntDigits = 16, kMaxFracDigits = 16, kMaxExpDigits = 2;
 bool num_accepting(int32_t a) { return a == 2 || a == 3 || a == 5 || a == 8; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
@@ -191,7 +192,7 @@ bool Matcher::step_frame(Stack &s, uint8_t c) const {
         if (f.a == 1) return c == (uint8_t)n.close ? (s.pop_back(), true) : false;
         if (f.a == 2) {
             if (c == ',' && (uint32_t)f.b < n.max_items) return f.a = 3, true;
-            if (c == (uint8_t)n.close) return s.pop_back(), true;
+            if (c == (uint8_t)n.close && (uint32_t)f.b >= n.min_items) return s.pop_back(), true;
         }
         return false;
     case Kind::seq:

@@ -69,6 +69,10 @@ TEST(Grammar, MatcherAcceptsAndRefuses) {
     EXPECT_TRUE(matches(capped, "\"abc\""));
     EXPECT_FALSE(matches(capped, "\"abcd\""));
     EXPECT_FALSE(matches(capped, "\"ab\xC3\xA9\""));  // 4 bytes: over the byte cap
+    Grammar two = compile(R"({"type":"array","items":{"type":"boolean"},"minItems":2,"maxItems":3})");
+    EXPECT_FALSE(matches(two, "[true]"));  // found by ajv in grammar_ajv
+    EXPECT_TRUE(matches(two, "[true,false]"));
+    EXPECT_FALSE(matches(two, "[true,false,true,true]"));
 }
 
 TEST(Grammar, RefusesWhatItCannotEnforce) {
