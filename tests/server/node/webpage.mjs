@@ -27,13 +27,15 @@ const srv = await startServer(['--test-forced-output', forced]);
 const requests = [];
 let browser;
 try {
-  browser = await chromium.launch({
+  // A fresh profile (--user-data-dir) each run.
+  browser = await chromium.launchPersistentContext(join(dir, 'profile'), {
     executablePath: process.env.CHROMIUM || '/usr/bin/chromium',
+    headless: true,
+    viewport: { width: 900, height: 700 },
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
-           '--disable-background-networking', '--disable-component-update', '--disable-sync',
-           `--user-data-dir=${join(dir, 'profile')}`],
+           '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
-  const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+  const page = await browser.newPage();
   page.on('request', (r) => requests.push(r.url()));
   await page.goto(srv.base + '/');
   await page.fill('#input', 'Hello there!');
