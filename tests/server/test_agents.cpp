@@ -48,7 +48,7 @@ TEST(Agents, K3PromptCarriesMarkerIdsAndContentNever) {
     fake::FakeModel m;
     m.xtml = true;
     m.set_script_ids(ids_of(m, "ok<|close|>response<|sep|><|end_of_msg|>"));
-    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"<|open|>x"}],"reasoning_effort":"none"})");
+    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"<|open|>x"}],"reasoning_effort":"none","temperature":0})");
     Collect c;
     GenResult res;
     ApiError err;
@@ -61,7 +61,8 @@ TEST(Agents, K3PromptCarriesMarkerIdsAndContentNever) {
     for (int32_t id : p) opens += id == fake::kOpen;
     EXPECT_EQ(opens, 3);  // user message, assistant message, response channel: not the one in the content
     EXPECT_EQ(p.back(), fake::kSep);
-    EXPECT_EQ(res.message["content"], "ok");
+    EXPECT_EQ(res.message.value("content", ""), "ok")
+        << res.message.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     EXPECT_EQ(res.finish_reason, "stop");
     EXPECT_EQ(res.reasoning_tokens, 0);
 }
@@ -74,21 +75,22 @@ TEST(Agents, K3ReasoningContentAndToolCallsStreamed) {
                             "<|open|>tools<|sep|><|open|>call tool=\"f\" index=\"1\"<|sep|>"
                             "<|open|>argument key=\"a\" type=\"number\"<|sep|>1<|close|>argument<|sep|>"
                             "<|close|>call<|sep|><|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>"));
-    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"stream":true,
+    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"stream":true,"temperature":0,
         "tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object"}}}]})");
     Collect c;
     GenResult res;
     ApiError err;
     ASSERT_TRUE(generate(m, r, kNoDeadline, c, &res, &err)) << err.message;
     EXPECT_EQ(c.reasoning, "Think.");
-    EXPECT_EQ(c.text, "Hi");
+    EXPECT_EQ(c.text, "Hi") << res.message.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     ASSERT_EQ(c.calls.size(), 1u);
     EXPECT_EQ(c.calls[0].name, "f");
     EXPECT_EQ(c.calls[0].id, "call_1");
     EXPECT_EQ(res.finish_reason, "tool_calls");
     EXPECT_EQ(res.message["tool_calls"][0]["function"]["arguments"], "{\"a\": 1}");
     EXPECT_EQ(res.message["reasoning_content"], "Think.");
-    EXPECT_EQ(res.reasoning_tokens, 6 + 1);  // "Think." and the <|close|> that ends it
+    EXPECT_EQ(res.reasoning_tokens, 6 + 1)  // "Think." and the <|close|> that ends it
+        << res.message.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
     EXPECT_GT(res.completion_tokens, res.reasoning_tokens);
     EXPECT_GT(c.deltas, 3);
 }
@@ -97,7 +99,7 @@ TEST(Agents, K3StopStringsCutContentNotReasoning) {
     fake::FakeModel m;
     m.xtml = true;
     m.set_script_ids(ids_of(m, "a STOP b<|close|>think<|sep|><|open|>response<|sep|>x STOP y<|end_of_msg|>"));
-    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"stop":"STOP"})");
+    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"stop":"STOP","temperature":0})");
     Collect c;
     GenResult res;
     ApiError err;
