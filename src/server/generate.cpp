@@ -375,7 +375,10 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         if (!forced.empty()) {
             id = (size_t)produced < forced.size() ? forced[(size_t)produced] : (stop_tok >= 0 ? stop_tok : m.eos());
         } else {
-            Sampler *s = json_sampler && !thinking_now ? json_sampler.get() : sampler.get();
+            // The schema governs the answer: not the think channel, and not
+            // a tag header being written (K3's <|close|>think<|sep|>).
+            const bool free_text = thinking_now || (reply && reply->in_header());
+            Sampler *s = json_sampler && !free_text ? json_sampler.get() : sampler.get();
             id = s->sample(logits.data(), V, history);
         }
         if (id < 0 || id >= V) return *err = server_error("the sampler returned token id " + std::to_string(id)), false;

@@ -42,6 +42,8 @@ public:
     bool finished() const { return finished_; }  // saw <|end_of_msg|>
     // The model is writing in the think channel (its text goes to reasoning).
     bool in_think() const { return !header_ && !stack_.empty() && stack_.back() == "think"; }
+    // A tag header is being written (between <|open|>/<|close|> and <|sep|>).
+    bool in_header() const { return header_.has_value(); }
     const std::string &reasoning() const { return reasoning_; }
     const std::string &content() const { return content_; }
     const std::vector<XToolCall> &calls() const { return calls_; }
