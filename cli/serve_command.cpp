@@ -6,9 +6,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "cli/cli_checks.h"
 #include "runtime/memory_plan.h"
@@ -24,7 +28,18 @@ struct ServeCommand {
     int port = 8000, max_queue = 8, threads = 0, ctx = 0, http_threads = 0;
     int read_timeout = 30, write_timeout = 30, keep_alive = 5;
     double request_timeout = 0;
-    bool log = false, vision = false, allow_local_images = false;
+    bool log = false;
+    // Images (Kimi K3): load the vision tower; may image parts name local files.
+    bool vision = false, allow_local_images = false;
+    // K3 and agents.
+    bool no_thinking = false;
+    std::vector<std::string> aliases;
+    std::string forced_output_file;  // test only
+    // Engine flags, as the other commands take them (cli/main.cpp's common options).
+    bool verify = false, no_direct = false, no_hotlist = false, no_cache = false, no_readahead = false,
+         no_lookahead = false;
+    int chunk = 0, io_threads = 0, io_depth = 0;
+    std::string hotlist, learn, backend = "auto", io_engine = "auto", cache_policy = "freq";
 };
 
 std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
@@ -58,10 +73,36 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
         ->check(CLI::Range(0.0, 86400.0));
     a->add_option("--http-threads", s->http_threads, "HTTP connection threads (default: max-queue + 16)")
         ->check(CLI::Range(0, 4096));
-    a->add_flag("--log", s->log, "log one line per request on stderr");
+    a->add_flag("--log", s->log,
+                "log one line per request on stderr: latency, prompt and completion tokens, tokens/s");
     a->add_flag("--vision", s->vision, "load the vision tower: chat messages may carry images (Kimi K3)");
     a->add_flag("--allow-local-images", s->allow_local_images,
                 "image parts may name files on this machine (file: URLs or paths); default: data: URLs only");
+    a->add_flag("--no-thinking", s->no_thinking,
+                "K3: answer without the think channel unless a request asks for reasoning (reasoning_effort)");
+    a->add_option("--alias", s->aliases, "another model id clients may use (repeatable)");
+    a->add_option("--test-forced-output", s->forced_output_file,
+                  "TEST ONLY: a JSON array of strings; each chat reply is the next one's tokens (markup mode) "
+                  "instead of the model's choices");
+    a->add_flag("--verify", s->verify, "check the CRC32 of every expert record read");
+    a->add_option("--chunk", s->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
+    a->add_option("--io-threads", s->io_threads, "expert reads in flight, as --io-depth (-1 = synchronous reads)")
+        ->check(CLI::Range(-1, 64));
+    a->add_option("--io-depth", s->io_depth, "expert reads in flight (default 8)")->check(CLI::Range(0, 256));
+    a->add_option("--io-engine", s->io_engine,
+                  "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
+        ->check(CLI::IsMember({"auto", "uring", "threads"}));
+    a->add_option("--cache-policy", s->cache_policy, "expert cache policy: freq (default), lfru, lru")
+        ->check(CLI::IsMember({"freq", "lfru", "lru"}));
+    a->add_flag("--no-direct", s->no_direct, "buffered reads instead of O_DIRECT");
+    a->add_flag("--no-cache", s->no_cache, "no expert cache beyond the records in use");
+    a->add_flag("--no-readahead", s->no_readahead, "read a layer's experts only when they are needed");
+    a->add_flag("--no-lookahead", s->no_lookahead, "no next-layer router guesses");
+    a->add_flag("--no-hotlist", s->no_hotlist, "do not pre-warm the cache from usage.waste");
+    a->add_option("--hotlist", s->hotlist, "usage file to pre-warm the cache from");
+    a->add_option("--learn", s->learn, "write per-expert usage (the hotlist) to this file when the server stops");
+    a->add_option("--backend", s->backend, "kernel path: auto, scalar, avx2, avx512, neon")
+        ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "neon"}));
     return s;
 }
 
@@ -110,6 +151,39 @@ int serve(ServeCommand &s) {
     cfg.max_context = s.ctx;
     cfg.budget_bytes = budget;
     cfg.vision = s.vision ? 1 : 0;
+    cfg.verify_records = s.verify ? 1 : 0;
+    cfg.prefill_chunk = s.chunk;
+    cfg.io_threads = s.io_threads;
+    cfg.io_depth = s.io_depth;
+    cfg.io_engine = s.io_engine == "uring"     ? SLUICE_IO_URING
+                    : s.io_engine == "threads" ? SLUICE_IO_THREADS
+                                               : SLUICE_IO_AUTO;
+    cfg.cache_policy = s.cache_policy.c_str();
+    cfg.no_direct_io = s.no_direct;
+    cfg.no_cache = s.no_cache;
+    cfg.no_readahead = s.no_readahead;
+    cfg.no_lookahead = s.no_lookahead;
+    cfg.no_hotlist = s.no_hotlist;
+    cfg.hotlist = s.hotlist.empty() ? nullptr : s.hotlist.c_str();
+    cfg.backend = s.backend == "scalar"   ? SLUICE_BACKEND_SCALAR
+                  : s.backend == "avx2"   ? SLUICE_BACKEND_AVX2
+                  : s.backend == "avx512" ? SLUICE_BACKEND_AVX512
+                  : s.backend == "neon"   ? SLUICE_BACKEND_NEON
+                                          : SLUICE_BACKEND_AUTO;
+    std::vector<std::string> forced;
+    if (!s.forced_output_file.empty()) {
+        std::ifstream f(s.forced_output_file);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        try {
+            forced = nlohmann::json::parse(ss.str()).get<std::vector<std::string>>();
+        } catch (const std::exception &e) {
+            std::fprintf(stderr, "sluice serve: --test-forced-output %s: not a JSON array of strings: %s\n",
+                         s.forced_output_file.c_str(), e.what());
+            return 2;
+        }
+        std::fprintf(stderr, "sluice serve: TEST MODE: replies are forced from %s\n", s.forced_output_file.c_str());
+    }
     sluice_ctx *ctx = nullptr;
     sluice_status st = sluice_open(s.model.c_str(), &cfg, &ctx);
     if (st != SLUICE_OK) {
@@ -120,10 +194,10 @@ int serve(ServeCommand &s) {
     }
     std::unique_ptr<server::Model> model = server::make_sluice_model(ctx, s.vision);  // owns ctx now
     std::string err;
-    if (!server::sluice_model_check(*model, &err)) {
-        std::fprintf(stderr, "sluice serve: %s: %s\n", s.model.c_str(), err.c_str());
-        return 1;
-    }
+    if (!server::sluice_model_check(*model, &err))
+        // Still served: /v1/completions with token ids; chat answers 400.
+        std::fprintf(stderr, "sluice serve: %s: %s; serving token-id completions only\n", s.model.c_str(),
+                     err.c_str());
 
     server::ServerOptions o;
     o.host = s.host;
@@ -139,6 +213,9 @@ int serve(ServeCommand &s) {
     o.http_threads = s.http_threads;
     o.log_requests = s.log;
     o.allow_local_images = s.allow_local_images;
+    o.aliases = s.aliases;
+    o.default_thinking = !s.no_thinking;
+    o.forced_outputs = forced;
 
     server::Server srv(*model, o);
     if (!srv.bind(&err)) {
@@ -162,6 +239,8 @@ int serve(ServeCommand &s) {
     std::fflush(stdout);
     bool ok = srv.run();
     srv.stop();
+    if (!s.learn.empty() && sluice_save_usage(ctx, s.learn.c_str()) != SLUICE_OK)
+        std::fprintf(stderr, "sluice serve: --learn: %s\n", sluice_last_error(ctx));
     return ok ? 0 : 1;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <string>
@@ -21,6 +22,7 @@ namespace {
 
 struct RunArgs {
     std::string model, prompt, system;
+    std::string json_schema;  // a file: constrain the output to JSON valid under it
     SamplingOpts sampling;
     int n = 256;
     std::vector<std::string> stops;
@@ -167,6 +169,22 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
         return finish(1);
     }
     if (!expand_images(ctx, "run", &prompt)) return finish(1);
+    if (!a.json_schema.empty()) {
+        std::ifstream f(a.json_schema, std::ios::binary);
+        if (!f) {
+            std::fprintf(stderr, "sluice run: cannot read the JSON schema file %s\n", a.json_schema.c_str());
+            return finish(1);
+        }
+        std::string schema((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+        // The output ends at the first end token after a complete value.
+        std::vector<int32_t> ends = go.stop_tokens;
+        if (sluice_token_eos(ctx) >= 0) ends.push_back(sluice_token_eos(ctx));
+        st = sluice_sampler_set_json_schema(sampler, ctx, schema.data(), schema.size(), ends.data(), ends.size());
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice run: %s: %s\n", a.json_schema.c_str(), sluice_last_error(ctx));
+            return finish(1);
+        }
+    }
     const int V = sluice_n_vocab(ctx);
     std::vector<float> logits((size_t)V);
     auto t0 = std::chrono::steady_clock::now();
@@ -349,6 +367,8 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     run->add_flag("--special", r.special, "print control tokens' text too");
     run->add_option("--image", r.images, "an image for the prompt (PNG, JPEG, ...; repeatable; Kimi K3)")
         ->check(CLI::ExistingFile);
+    run->add_option("--json-schema", r.json_schema,
+                    "constrain the output to JSON valid under this JSON Schema file (constrained decoding)");
     r.sampling.add(run);
     t->hooks.add_common(run);
     t->run_cmd = run;

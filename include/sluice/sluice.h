@@ -239,6 +239,29 @@ int32_t sluice_sampler_sample(sluice_sampler *s, const float *logits, int32_t n_
                               size_t n_history);
 void sluice_sampler_free(sluice_sampler *s);
 
+/* Constrained decoding: from now on s draws only tokens that keep its
+ * output a prefix of a JSON value valid under a JSON Schema, and then one
+ * of the end tokens. schema: the schema's JSON text (NULL or len 0: any
+ * JSON object, as response_format json_object). Supported: type (also a
+ * list), properties (all written, in order), required, items, enum,
+ * const, anyOf, maxLength (a cap in bytes), minItems, maxItems, and the
+ * annotations (description, title, ...); other keywords are refused with
+ * SLUICE_E_ARG and the schema path in sluice_last_error(ctx). No
+ * whitespace is generated. Without maxLength / maxItems a string takes at
+ * most 256 bytes and a list 32 items, so every output is finite.
+ * end_tokens (n_end 0: ctx's EOS) may only follow a complete value. ctx
+ * supplies the vocabulary (its token bytes are indexed once per context)
+ * and must outlive nothing: s keeps its own copy. */
+sluice_status sluice_sampler_set_json_schema(sluice_sampler *s, sluice_ctx *ctx, const char *schema, size_t len,
+                                             const int32_t *end_tokens, size_t n_end);
+/* Checks that a JSON schema compiles for constrained decoding, without a
+ * context: SLUICE_OK, or SLUICE_E_ARG with the reason (the schema path and
+ * what is wrong) in err (NUL-terminated, truncated to err_cap). */
+sluice_status sluice_json_schema_check(const char *schema, size_t len, char *err, size_t err_cap);
+/* -1: no constraint; 0: the output is not a complete value yet; 1: it is
+ * (an end token may follow); 2: an end token was drawn. */
+int32_t sluice_sampler_constraint_state(const sluice_sampler *s);
+
 /* ------------------------------------------------------------------------
  * Session state: save and restore the decoding state (KDA state, conv
  * rings, MLA cache, position). The file records every shape it depends on

@@ -13,6 +13,9 @@ struct TextState;
 struct TextStateDeleter {
     void operator()(TextState *t) const noexcept;
 };
+namespace grammar {
+class TokenTable;
+}
 }  // namespace sluice
 
 struct sluice_ctx {
@@ -25,4 +28,6 @@ struct sluice_ctx {
     sluice_trace_fn trace_fn = nullptr;
     void *trace_user = nullptr;
     std::unique_ptr<sluice::TextState, sluice::TextStateDeleter> text;
+    // Constrained decoding's index of the vocabulary, built on first use (grammar.cpp).
+    std::shared_ptr<const sluice::grammar::TokenTable> grammar_vocab;
 };

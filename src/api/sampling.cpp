@@ -2,12 +2,7 @@
 #include <cstring>
 #include <new>
 
-#include "sample/sample.h"
-#include "sluice/sluice.h"
-
-struct sluice_sampler {
-    sluice::sample::Sampler s;
-};
+#include "api/sampler.h"
 
 extern "C" {
 

@@ -109,6 +109,24 @@ void min_p(std::vector<Candidate> &c, float p) {
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {
     if (logits.empty()) return -1;
     work_.assign(logits.begin(), logits.end());
+    if (!constraint_) return draw(history);
+    constraint_->allowed(&allowed_);
+    allowed_.resize(work_.size(), 0);
+    int32_t first = -1;
+    for (size_t i = 0; i < work_.size(); i++) {
+        if (!allowed_[i]) work_[i] = NAN;  // NaN: never a candidate, never the greedy pick
+        else if (first < 0) first = (int32_t)i;
+    }
+    if (first < 0) return -1;
+    int32_t id = draw(history);
+    // A model that rules out every allowed token (all -inf or NaN logits)
+    // still gets a legal one.
+    if (id < 0 || !allowed_[(size_t)id]) id = first;
+    constraint_->accept(id);
+    return id;
+}
+
+int32_t Sampler::draw(std::span<const int32_t> history) {
     apply_repeat_penalty(work_, history, p_.repeat_penalty, p_.repeat_last_n);
     if (p_.temperature <= 0.0f) {
         // Greedy: first maximum. NaN never wins.

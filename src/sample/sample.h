@@ -8,6 +8,7 @@
 // the draw never depend on the sort implementation.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -62,15 +63,35 @@ void min_p(std::vector<Candidate> &c, float p);
 // Softmax of logit / temperature over the candidates (double precision).
 std::vector<double> probabilities(const std::vector<Candidate> &c, float temperature);
 
+// A rule on which tokens may come next (a grammar: src/grammar). The
+// sampler asks it before every draw, draws among the allowed tokens only,
+// and tells it the choice.
+class Constraint {
+public:
+    virtual ~Constraint() = default;
+    // allowed[id] = 1 for each token that may come next (n_vocab entries).
+    virtual void allowed(std::vector<uint8_t> *allowed) = 0;
+    virtual void accept(int32_t id) = 0;
+    // The constrained output is complete.
+    virtual bool done() const = 0;
+};
+
 class Sampler {
 public:
     explicit Sampler(const Params &p) : p_(p), rng_(p.seed) {}
     // logits: n_vocab values; history: tokens so far (for the penalty).
     int32_t sample(std::span<const float> logits, std::span<const int32_t> history);
     const Params &params() const { return p_; }
+    // With a constraint, a token it refuses is never drawn; -1 when it
+    // allows none.
+    void set_constraint(std::shared_ptr<Constraint> c) { constraint_ = std::move(c); }
+    Constraint *constraint() const { return constraint_.get(); }
 
 private:
+    int32_t draw(std::span<const int32_t> history);
     Params p_;
+    std::shared_ptr<Constraint> constraint_;
+    std::vector<uint8_t> allowed_;
     Rng rng_;
     std::vector<float> work_;
     std::vector<Candidate> cand_;

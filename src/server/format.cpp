@@ -22,10 +22,28 @@ std::string random_id(const char *prefix) {
     return s;
 }
 
-json usage_json(int prompt_tokens, int completion_tokens) {
-    return json{{"prompt_tokens", prompt_tokens},
-                {"completion_tokens", completion_tokens},
-                {"total_tokens", prompt_tokens + completion_tokens}};
+json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens) {
+    json u{{"prompt_tokens", prompt_tokens},
+           {"completion_tokens", completion_tokens},
+           {"total_tokens", prompt_tokens + completion_tokens}};
+    if (reasoning_tokens >= 0) u["completion_tokens_details"] = json{{"reasoning_tokens", reasoning_tokens}};
+    return u;
+}
+
+json chat_delta_json(const Delta &d) {
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = utf8_sanitize(d.reasoning);
+    if (!d.text.empty() || (d.reasoning.empty() && d.calls.empty())) delta["content"] = utf8_sanitize(d.text);
+    if (!d.calls.empty()) {
+        json calls = json::array();
+        for (const CallStart &c : d.calls)
+            calls.push_back(json{{"index", c.index},
+                                 {"id", utf8_sanitize(c.id)},
+                                 {"type", "function"},
+                                 {"function", json{{"name", utf8_sanitize(c.name)}, {"arguments", ""}}}});
+        delta["tool_calls"] = calls;
+    }
+    return delta;
 }
 
 namespace {
@@ -85,23 +103,39 @@ json completion_logprobs_json(const std::vector<TokenLogprob> &tokens, bool with
                 {"text_offset", offs}};
 }
 
+json chat_choice(int index, const std::string &text, const std::vector<TokenLogprob> *lps, const GenResult &r) {
+    json message = {{"role", "assistant"}, {"content", utf8_sanitize(text)}, {"refusal", nullptr}};
+    if (!r.message.is_null()) {
+        // K3: content (null when empty), reasoning_content, tool_calls.
+        message = json::parse(r.message.dump(-1, ' ', false, json::error_handler_t::replace));
+        message["refusal"] = nullptr;
+    }
+    return json{{"index", index},
+                {"message", message},
+                {"logprobs", lps ? chat_logprobs_json(*lps) : json(nullptr)},
+                {"finish_reason", r.finish_reason}};
+}
+
 json chat_response(const ResponseHead &h, const std::string &text, const std::vector<TokenLogprob> *lps,
                    const GenResult &r) {
-    json choice = {{"index", 0},
-                   {"message", {{"role", "assistant"}, {"content", utf8_sanitize(text)}, {"refusal", nullptr}}},
-                   {"logprobs", lps ? chat_logprobs_json(*lps) : json(nullptr)},
-                   {"finish_reason", r.finish_reason}};
+    json choice = chat_choice(0, text, lps, r);
     return json{{"id", h.id},
                 {"object", "chat.completion"},
                 {"created", h.created},
                 {"model", h.model},
                 {"choices", json::array({choice})},
-                {"usage", usage_json(r.prompt_tokens, r.completion_tokens)},
+                {"usage", usage_json(r.prompt_tokens, r.completion_tokens, r.reasoning_tokens)},
                 {"system_fingerprint", nullptr}};
 }
 
+json completion_choice(int index, const std::string &text, const json &logprobs, const GenResult &r) {
+    json choice = {{"index", index}, {"text", utf8_sanitize(text)}, {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
+    if (r.no_tokenizer) choice["token_ids"] = r.tokens;  // no text without a tokenizer
+    return choice;
+}
+
 json completion_response(const ResponseHead &h, const std::string &text, const json &logprobs, const GenResult &r) {
-    json choice = {{"index", 0}, {"text", utf8_sanitize(text)}, {"logprobs", logprobs}, {"finish_reason", r.finish_reason}};
+    json choice = completion_choice(0, text, logprobs, r);
     return json{{"id", h.id},
                 {"object", "text_completion"},
                 {"created", h.created},
@@ -137,13 +171,13 @@ json completion_chunk(const ResponseHead &h, const std::string &text, const json
                 {"system_fingerprint", nullptr}};
 }
 
-json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens) {
+json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens, int reasoning_tokens) {
     return json{{"id", h.id},
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", h.created},
                 {"model", h.model},
                 {"choices", json::array()},
-                {"usage", usage_json(prompt_tokens, completion_tokens)},
+                {"usage", usage_json(prompt_tokens, completion_tokens, reasoning_tokens)},
                 {"system_fingerprint", nullptr}};
 }
 

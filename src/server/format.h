@@ -17,7 +17,10 @@ struct ResponseHead {
     std::string model;
 };
 
-nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// reasoning_tokens >= 0 adds completion_tokens_details.reasoning_tokens.
+nlohmann::json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens = -1);
+// A chat stream delta: content, reasoning_content and announced tool calls.
+nlohmann::json chat_delta_json(const Delta &d);
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs}], "refusal": null}.
 nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob> &tokens);
@@ -26,6 +29,11 @@ nlohmann::json chat_logprobs_json(const std::vector<TokenLogprob> &tokens);
 nlohmann::json completion_logprobs_json(const std::vector<TokenLogprob> &tokens, bool with_top, size_t offset0,
                                         size_t *offset_end);
 
+// One choice of a whole response (n > 1 has several).
+nlohmann::json chat_choice(int index, const std::string &text, const std::vector<TokenLogprob> *lps,
+                           const GenResult &r);
+nlohmann::json completion_choice(int index, const std::string &text, const nlohmann::json &logprobs,
+                                 const GenResult &r);
 // Whole (non-streamed) responses.
 nlohmann::json chat_response(const ResponseHead &h, const std::string &text, const std::vector<TokenLogprob> *lps,
                              const GenResult &r);
@@ -38,7 +46,8 @@ nlohmann::json chat_chunk(const ResponseHead &h, const nlohmann::json &delta, co
 nlohmann::json completion_chunk(const ResponseHead &h, const std::string &text, const nlohmann::json &logprobs,
                                 const std::string &finish);
 // The include_usage chunk: no choices, only usage.
-nlohmann::json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens);
+nlohmann::json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens,
+                           int reasoning_tokens = -1);
 
 // JSON text that never throws on bad UTF-8 (invalid bytes become U+FFFD).
 std::string dump(const nlohmann::json &j);

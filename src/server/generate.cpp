@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
+
+#include "server/chat_request.h"
+#include "server/xtml_reply.h"
 
 namespace sluice::server {
 
@@ -76,17 +80,82 @@ TokenLogprob token_logprob(Model &m, const std::vector<float> &lp, int32_t id, i
     return t;
 }
 
+// K3's four XTML markers, when each is one token of the model (then the
+// chat is rendered as XTML, CHAT_K3.md §1).
+struct Markers {
+    int32_t open = -1, close = -1, sep = -1, end_of_msg = -1;
+};
+bool xtml_markers(Model &m, Markers *mk) {
+    std::vector<int32_t> ids;
+    std::string e;
+    int32_t *dst[] = {&mk->open, &mk->close, &mk->sep, &mk->end_of_msg};
+    const char *text[] = {"<|open|>", "<|close|>", "<|sep|>", "<|end_of_msg|>"};
+    for (int i = 0; i < 4; i++) {
+        if (!m.tokenize_markup(text[i], &ids, &e) || ids.size() != 1 || !m.is_control(ids[0])) return false;
+        *dst[i] = ids[0];
+    }
+    return true;
+}
+
+// How a chat request's reply is read: K3's XTML parser, or plain text.
+struct ChatPlan {
+    bool xtml = false;
+    Markers mk;
+    std::string starts_in;  // "think" or "response"
+};
+
 // Builds the prompt ids; false with *err for input the model refuses.
-bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt, ApiError *err) {
+bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt, ChatPlan *plan, ApiError *err) {
     std::string e;
     const int32_t V = m.vocab();
-    if (req.kind == Endpoint::chat && request_has_images(req)) {
-        std::string code;
-        if (!m.chat_render_images(req.messages, prompt, &e, &code))
-            return *err = bad_request("cannot take the images: " + e, "messages", code), false;
-    } else if (req.kind == Endpoint::chat) {
-        if (!m.chat_render(req.messages, prompt, &e))
-            return *err = bad_request("cannot render the conversation: " + e, "messages"), false;
+    if (req.kind == Endpoint::chat) {
+        if (xtml_markers(m, &plan->mk)) {
+            // K3: segments, each tokenized on its own in its mode (§2).
+            // Images (VISION.md §9): encoded first, in conversation order;
+            // the renderer places each one's media block (a markup segment)
+            // where its part sits, and the pads are expanded last.
+            std::optional<std::vector<std::string>> blocks;
+            if (request_has_images(req)) {
+                std::vector<std::string> b;
+                std::string code;
+                if (!m.encode_images(req.messages, &b, &e, &code))
+                    return *err = bad_request("cannot take the images: " + e, "messages", code), false;
+                blocks = std::move(b);
+            } else {
+                m.clear_images();  // a text request never inherits queued images
+            }
+            // Whatever fails from here leaves no image queued.
+            auto refuse = [&](ApiError a) {
+                if (blocks) m.clear_images();
+                *err = std::move(a);
+                return false;
+            };
+            std::vector<XSegment> segs;
+            ApiError re;
+            if (!k3_render(req.chat, req.default_thinking, &segs, &plan->starts_in, &re, blocks)) return refuse(re);
+            std::vector<int32_t> ids, all;
+            for (const XSegment &sg : segs) {
+                bool ok = sg.markup ? m.tokenize_markup(sg.text, &ids, &e) : m.tokenize(sg.text, &ids, &e);
+                if (!ok) return refuse(bad_request("cannot tokenize the conversation: " + e, "messages"));
+                all.insert(all.end(), ids.begin(), ids.end());
+            }
+            if (!blocks) {
+                prompt->insert(prompt->end(), all.begin(), all.end());
+            } else if (!m.expand_images(all, prompt, &e)) {
+                return refuse(bad_request("cannot take the images: " + e, "messages", "vision_error"));
+            }
+            plan->xtml = true;
+        } else {
+            // chat.json formats refuse what they cannot express, images
+            // included (VISION.md §9: a 400, not warp's dropped connection).
+            if (!chatjson_check(req.chat, err)) return false;
+            if (!m.chat_render(req.messages, prompt, &e)) {
+                // A container without a chat template (or a tokenizer)
+                // still serves /v1/completions with token ids.
+                ApiError a = bad_request("cannot render the conversation: " + e, "messages", "unsupported_chat_format");
+                return *err = a, false;
+            }
+        }
     } else if (req.prompt_is_ids) {
         for (size_t i = 0; i < req.prompt_ids.size(); i++) {
             int64_t id = req.prompt_ids[i];
@@ -149,10 +218,86 @@ bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &pr
 
 }  // namespace
 
+namespace {
+
+// /tokenize and /detokenize: on the worker, which owns the model.
+bool token_utility(Model &m, const GenRequest &req, GenResult *res, ApiError *err) {
+    std::string e;
+    if (req.kind == Endpoint::tokenize) {
+        bool ok = req.markup ? m.tokenize_markup(req.prompt_text, &res->tokens, &e)
+                             : m.tokenize(req.prompt_text, &res->tokens, &e);
+        if (!ok) return *err = bad_request("cannot tokenize: " + e, "content", "no_tokenizer"), false;
+        if (req.with_pieces)
+            for (int32_t id : res->tokens) res->pieces.push_back(m.token_bytes(id));
+        return true;
+    }
+    const int32_t V = m.vocab();
+    auto d = m.new_detokenizer();
+    if (!d) return *err = bad_request("this model has no tokenizer", "tokens", "no_tokenizer"), false;
+    for (size_t i = 0; i < req.prompt_ids.size(); i++) {
+        int64_t id = req.prompt_ids[i];
+        if (id < 0 || id >= V)
+            return *err = bad_request("'tokens[" + std::to_string(i) + "]' is " + std::to_string(id) +
+                                          ", outside the vocabulary [0, " + std::to_string(V) + ")",
+                                      "tokens"),
+                   false;
+        res->text += d->push((int32_t)id);
+    }
+    res->text += d->flush();
+    return true;
+}
+
+}  // namespace
+
+namespace {
+
+// n > 1: one choice's deltas, tagged with its index; the prompt once.
+class ChoiceObserver final : public GenObserver {
+public:
+    ChoiceObserver(GenObserver &o, int i) : o_(o), i_(i) {}
+    void on_prompt(PromptInfo info) override {
+        if (i_ == 0) o_.on_prompt(std::move(info));
+    }
+    void on_delta(Delta d) override {
+        d.choice = i_;
+        o_.on_delta(std::move(d));
+    }
+    bool cancelled() override { return o_.cancelled(); }
+
+private:
+    GenObserver &o_;
+    int i_;
+};
+
+}  // namespace
+
 bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_point deadline, GenObserver &obs,
               GenResult *res, ApiError *err) {
+    if (req.kind == Endpoint::tokenize || req.kind == Endpoint::detokenize) return token_utility(m, req, res, err);
+    if (req.n > 1) {
+        GenRequest one = req;
+        one.n = 1;
+        for (int i = 0; i < req.n; i++) {
+            one.sampling.seed = req.sampling.seed + (uint64_t)i;
+            ChoiceObserver co(obs, i);
+            GenResult r;
+            if (!generate(m, one, deadline, co, &r, err)) return false;
+            res->choices.push_back(std::move(r));
+        }
+        GenResult sum = res->choices[0];
+        for (size_t i = 1; i < res->choices.size(); i++) {
+            sum.completion_tokens += res->choices[i].completion_tokens;
+            if (sum.reasoning_tokens >= 0) sum.reasoning_tokens += res->choices[i].reasoning_tokens;
+        }
+        sum.have_engine = res->choices.back().have_engine;
+        sum.engine = res->choices.back().engine;
+        sum.choices = std::move(res->choices);
+        *res = std::move(sum);
+        return true;
+    }
     std::vector<int32_t> prompt;
-    if (!build_prompt(m, req, &prompt, err)) return false;
+    ChatPlan plan;
+    if (!build_prompt(m, req, &prompt, &plan, err)) return false;
 
     const int64_t ctx = m.context(), P = (int64_t)prompt.size();
     const int64_t room = ctx - P;
@@ -168,6 +313,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
                                      (req.kind == Endpoint::chat ? "messages" : "prompt") + " or completion.",
                                  req.kind == Endpoint::chat ? "messages" : "prompt", "context_length_exceeded");
         *err = e;
+        m.clear_images();  // a refused prompt leaves no image queued
         return false;
     }
 
@@ -186,33 +332,92 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     if (!eval_prompt(m, req, prompt, obs, &info, &logits, err)) return false;
     obs.on_prompt(std::move(info));
 
-    auto sampler = m.new_sampler(req.sampling);
+    std::string serr;
+    auto sampler = m.new_sampler(req.sampling, &serr);
     auto detok = m.new_detokenizer();
-    if (!sampler || !detok) return *err = server_error("cannot create a sampler or detokenizer"), false;
-    const int32_t stop_tok = req.kind == Endpoint::chat ? m.chat_stop_token() : -1;
+    if (!sampler) return *err = server_error("cannot create a sampler: " + serr), false;
+    // Without a tokenizer only token-id completions get here: their output
+    // is the ids (GenResult::tokens), with no text.
+    if (!detok && (req.kind != Endpoint::completion || !req.prompt_is_ids))
+        return *err = bad_request("this model has no tokenizer", "messages", "no_tokenizer"), false;
+    res->no_tokenizer = !detok;
+    const int32_t stop_tok = req.kind != Endpoint::chat ? -1 : plan.xtml ? plan.mk.end_of_msg : m.chat_stop_token();
+    // response_format: a second sampler, constrained to the schema, for the
+    // answer (K3: once the think channel is closed).
+    std::unique_ptr<Sampler> json_sampler;
+    if (!req.response_format.empty()) {
+        SamplingParams sp = req.sampling;
+        sp.constrained = true;
+        sp.json_schema = req.response_format == "json_schema" ? req.json_schema : std::string();
+        if (stop_tok >= 0) sp.end_tokens.push_back(stop_tok);
+        if (m.eos() >= 0) sp.end_tokens.push_back(m.eos());
+        json_sampler = m.new_sampler(sp, &serr);
+        if (!json_sampler)
+            return *err = bad_request("response_format cannot be enforced: " + serr, "response_format"), false;
+    }
+    // Test hook (sluice serve --test-forced-output): the model's tokens are
+    // replaced by this text's, so a random-weight model can exercise
+    // reasoning, tool calls and constrained output end to end.
+    std::vector<int32_t> forced;
+    if (!req.forced_output.empty() && !m.tokenize_markup(req.forced_output, &forced, &e))
+        return *err = server_error("cannot tokenize the forced output: " + e), false;
+
+    std::unique_ptr<XtmlReply> reply;
+    if (plan.xtml) reply = std::make_unique<XtmlReply>(plan.starts_in);
     std::vector<int32_t> history = prompt;
-    std::string text;  // everything decoded so far (cut at a stop string)
-    size_t sent = 0;   // how much of it has been delivered
+    std::string text;  // plain path: everything decoded so far (cut at a stop string)
+    size_t sent = 0;   // how much of it (plain: text; K3: content) has been delivered
+    size_t sent_reasoning = 0, calls_announced = 0;
     Delta pending;
-    int produced = 0;
+    int produced = 0, reasoning_tokens = 0;
     std::string finish = "length";
+    bool stopped = false;  // by the stop token, EOS or a stop string
     bool stopped_by_string = false;
 
     auto deliver = [&](size_t upto) {
-        if (upto > sent) pending.text = text.substr(sent, upto - sent), sent = upto;
-        if (!pending.text.empty() || !pending.tokens.empty()) obs.on_delta(std::move(pending));
+        if (reply) {
+            const std::string &c = reply->content();
+            if (upto > sent) pending.text = c.substr(sent, upto - sent), sent = upto;
+            const std::string &r = reply->reasoning();
+            if (r.size() > sent_reasoning) pending.reasoning = r.substr(sent_reasoning), sent_reasoning = r.size();
+            const auto &calls = reply->calls();
+            while (calls_announced < calls.size() && !calls[calls_announced].name.empty()) {
+                const XToolCall &tc = calls[calls_announced];
+                pending.calls.push_back(CallStart{(int)calls_announced, tc.id, tc.name});
+                calls_announced++;
+            }
+        } else if (upto > sent) {
+            pending.text = text.substr(sent, upto - sent), sent = upto;
+        }
+        if (!pending.text.empty() || !pending.reasoning.empty() || !pending.calls.empty() || !pending.tokens.empty())
+            obs.on_delta(std::move(pending));
         pending = Delta{};
     };
+    // Content so far and a stop string in it (K3: content only, never reasoning).
+    auto content = [&]() -> const std::string & { return reply ? reply->content() : text; };
 
     while (produced < max_new) {
         if (obs.cancelled()) return *err = cancelled_error(), false;
         // A request over its time limit ends like one over its token limit.
         if (std::chrono::steady_clock::now() >= deadline) break;
-        int32_t id = sampler->sample(logits.data(), V, history);
+        const bool thinking_now = reply && reply->in_think();
+        int32_t id;
+        if (!forced.empty()) {
+            id = (size_t)produced < forced.size() ? forced[(size_t)produced] : (stop_tok >= 0 ? stop_tok : m.eos());
+        } else {
+            // The schema governs the answer: not the think channel, and not
+            // a tag header being written (K3's <|close|>think<|sep|>).
+            const bool free_text = thinking_now || (reply && reply->in_header());
+            Sampler *s = json_sampler && !free_text ? json_sampler.get() : sampler.get();
+            id = s->sample(logits.data(), V, history);
+        }
         if (id < 0 || id >= V) return *err = server_error("the sampler returned token id " + std::to_string(id)), false;
         produced++;
+        reasoning_tokens += thinking_now;
         if (id == m.eos() || (stop_tok >= 0 && id == stop_tok)) {
             finish = "stop";  // counted in usage, not shown as output
+            stopped = true;
+            if (reply) reply->feed_marker(XMarker::end_of_msg);
             break;
         }
         if (req.logprobs) {
@@ -220,26 +425,50 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             pending.tokens.push_back(token_logprob(m, lp, id, req.top_logprobs, &order));
         }
         history.push_back(id);
-        text += detok->push(id);
+        if (reply) {
+            if (id == plan.mk.open) reply->feed_marker(XMarker::open);
+            else if (id == plan.mk.close) reply->feed_marker(XMarker::close);
+            else if (id == plan.mk.sep) reply->feed_marker(XMarker::sep);
+            else reply->feed_text(detok->push(id));
+        } else {
+            if (detok) text += detok->push(id);
+            if (req.kind == Endpoint::completion) res->tokens.push_back(id);
+        }
         // A stop string cannot begin before `sent`: a text that might start
         // one is never delivered (stop_holdback).
         size_t cut = std::string::npos;
-        for (const std::string &s : req.stop) cut = std::min(cut, text.find(s, sent));
+        for (const std::string &st : req.stop) cut = std::min(cut, content().find(st, sent));
         if (cut != std::string::npos) {
-            text.resize(cut);
+            if (reply) reply->truncate_content(cut);
+            else text.resize(cut);
             finish = "stop";
-            stopped_by_string = true;
+            stopped = stopped_by_string = true;
             break;
         }
-        deliver(text.size() - stop_holdback(std::string_view(text).substr(sent), req.stop));
+        deliver(content().size() - stop_holdback(std::string_view(content()).substr(sent), req.stop));
+        if (reply && reply->finished()) {
+            finish = "stop";
+            stopped = true;
+            break;
+        }
         if (produced >= max_new) break;
         if (!m.eval(&id, 1, logits.data(), &e)) return *err = server_error("evaluation failed: " + e), false;
     }
-    if (!stopped_by_string) text += detok->flush();
-    deliver(text.size());
+    // After a stop string the held-back bytes lie past the cut.
+    if (reply) {
+        if (!stopped_by_string) reply->feed_text(detok->flush());
+        reply->finish();
+        if (!reply->calls().empty()) finish = "tool_calls";
+        res->message = reply->message();
+        res->reasoning_tokens = reasoning_tokens;
+    } else if (!stopped_by_string && detok) {
+        text += detok->flush();
+    }
+    deliver(content().size());
     res->finish_reason = finish;
     res->prompt_tokens = (int)P;
     res->completion_tokens = produced;
+    res->have_engine = m.engine_stats(&res->engine);
     return true;
 }
 

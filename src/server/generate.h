@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "server/model.h"
 #include "server/request.h"
 
@@ -34,15 +36,40 @@ struct PromptInfo {
 
 // A piece of output: text that became final, and the tokens decoded since
 // the last delta (with log-probabilities when asked for).
+// A tool call whose header the model finished writing (K3): announced to
+// streaming clients before its arguments are complete.
+struct CallStart {
+    int index = 0;  // 0-based position in tool_calls
+    std::string id, name;
+};
+
 struct Delta {
-    std::string text;
+    int choice = 0;         // n > 1: which choice
+    std::string text;       // content
+    std::string reasoning;  // K3's think channel
+    std::vector<CallStart> calls;
     std::vector<TokenLogprob> tokens;
 };
 
 struct GenResult {
-    std::string finish_reason;  // "stop" or "length"
+    std::string finish_reason;  // "stop", "length" or "tool_calls"
     int prompt_tokens = 0;
     int completion_tokens = 0;
+    int reasoning_tokens = -1;  // K3: tokens generated in the think channel; -1: not reported
+    // K3 chat: the whole OpenAI message (content, reasoning_content,
+    // tool_calls), null otherwise.
+    nlohmann::ordered_json message;
+    // /tokenize and /detokenize; completions: the generated ids.
+    std::vector<int32_t> tokens;
+    bool no_tokenizer = false;  // completions then carry token_ids, not text
+    std::vector<std::string> pieces;
+    std::string text;
+    // The engine's counters after the request (have_engine: the model has them).
+    bool have_engine = false;
+    EngineStats engine;
+    // n > 1: every choice's result (this one's usage sums them; the prompt
+    // counts once).
+    std::vector<GenResult> choices;
 };
 
 class GenObserver {

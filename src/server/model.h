@@ -26,7 +26,7 @@ struct ContentPart {
 };
 
 struct ChatMessage {
-    std::string role;  // "system", "user" or "assistant"
+    std::string role;  // "system", "user", "assistant" (or "tool": refused by chat.json formats)
     std::string content;
     // Set only when the content array has an image part; then every part,
     // text included, is here in order (and content holds the text parts).
@@ -51,12 +51,31 @@ public:
 struct SamplingParams {
     float temperature = 1.0f;  // 0 = greedy
     float top_p = 1.0f;
+    int32_t top_k = 0;             // 0 = off
+    float min_p = 0.0f;            // 0 = off
+    float repeat_penalty = 1.0f;   // 1 = off (llama.cpp's repetition penalty)
+    int32_t repeat_last_n = 64;    // tokens the penalty looks at; -1 = all
     uint64_t seed = 0;
+    // Constrained decoding: the output must be JSON valid under json_schema
+    // (empty: any JSON object), followed by one of end_tokens.
+    bool constrained = false;
+    std::string json_schema;
+    std::vector<int32_t> end_tokens;
+};
+
+// The engine's counters (sluice_stats), for /metrics.
+struct EngineStats {
+    uint64_t tokens_evaluated = 0;
+    uint64_t expert_cache_hits = 0, expert_cache_misses = 0;
+    uint64_t expert_reads = 0, expert_bytes_read = 0;
+    double seconds_eval = 0, seconds_read = 0;
 };
 
 class Model {
 public:
     virtual ~Model() = default;
+    // The engine's counters; false if the model has none.
+    virtual bool engine_stats(EngineStats *) { return false; }
 
     virtual int32_t vocab() const = 0;
     // Positions a session may hold: prompt + completion must fit.
@@ -69,13 +88,16 @@ public:
 
     // Content-mode tokenization: never yields a control token.
     virtual bool tokenize(std::string_view text, std::vector<int32_t> *out, std::string *err) = 0;
+    // Markup mode: special-token strings become their ids.
+    virtual bool tokenize_markup(std::string_view text, std::vector<int32_t> *out, std::string *err) = 0;
     // The chat template applied through the markup/content split, with the
     // assistant opening appended.
     virtual bool chat_render(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err) = 0;
     // The bytes of one token (may be part of a UTF-8 sequence).
     virtual std::string token_bytes(int32_t id) = 0;
     virtual std::unique_ptr<Detokenizer> new_detokenizer() = 0;
-    virtual std::unique_ptr<Sampler> new_sampler(const SamplingParams &p) = 0;
+    // nullptr with *err when p cannot be honoured (e.g. a schema refused).
+    virtual std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *err) = 0;
 
     // Session: reset to position 0, then feed tokens.
     virtual bool reset(std::string *err) = 0;
@@ -95,6 +117,30 @@ public:
         *err = "this model takes text only";
         return false;
     }
+
+    // K3's XTML path (CHAT_K3.md §7): encodes the images of the conversation
+    // in order, as chat_render_images does, but leaves the rendering to the
+    // caller: *blocks gets each image's media block (markup text, with its
+    // source dimensions) for the XTML renderer to place. Same refusals and
+    // codes; on failure nothing stays queued.
+    virtual bool encode_images(const std::vector<ChatMessage> &msgs, std::vector<std::string> *blocks,
+                               std::string *err, std::string *code) {
+        (void)msgs;
+        blocks->clear();
+        *code = "vision_unsupported";
+        *err = "this model takes text only";
+        return false;
+    }
+    // The tokenized prompt with each media pad replaced by its queued
+    // image's run of pads (VISION.md §6.2).
+    virtual bool expand_images(const std::vector<int32_t> &in, std::vector<int32_t> *out, std::string *err) {
+        (void)in;
+        out->clear();
+        *err = "this model takes text only";
+        return false;
+    }
+    // Drops queued images: a request never inherits another's.
+    virtual void clear_images() {}
 };
 
 }  // namespace sluice::server

@@ -5,6 +5,9 @@
 #include <limits>
 #include <random>
 
+#include "server/chat_request.h"
+#include "sluice/sluice.h"
+
 namespace sluice::server {
 
 using nlohmann::json;
@@ -209,33 +212,60 @@ bool get_content(const json &v, const std::string &param, std::string *out, ApiE
     return true;
 }
 
-bool parse_messages(const json &o, GenRequest *r, ApiError *err) {
-    auto it = o.find("messages");
-    if (it == o.end() || it->is_null()) return *err = bad_request("'messages' is required", "messages"), false;
-    if (!it->is_array()) return *err = wrong_type("messages", "an array", *it), false;
-    if (it->empty()) return *err = bad_request("'messages' must not be empty", "messages"), false;
-    for (size_t i = 0; i < it->size(); i++) {
-        const json &m = (*it)[i];
+bool parse_messages(const nlohmann::ordered_json &body, GenRequest *r, ApiError *err) {
+    // The shape checks K3's server makes (CHAT_K3.md §8), tools, thinking,
+    // tool_choice and response_format; then each message's text for the
+    // chat.json formats.
+    if (!parse_chat_fields(body, &r->chat, err)) return false;
+    const auto &ms = r->chat.messages;
+    for (size_t i = 0; i < ms.size(); i++) {
+        const auto &m = ms[i];
         std::string p = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) return *err = wrong_type(p, "an object", m), false;
-        auto role = m.find("role");
-        if (role == m.end() || !role->is_string())
-            return *err = bad_request("'" + p + ".role' must be a string", p + ".role"), false;
-        std::string rs = role->get<std::string>();
-        // "developer" is OpenAI's newer name for the system role.
-        if (rs == "developer") rs = "system";
-        if (rs != "system" && rs != "user" && rs != "assistant")
-            return *err = bad_request("'" + p + ".role' must be 'system', 'user' or 'assistant', got '" + rs + "'",
-                                      p + ".role"),
-                   false;
-        auto content = m.find("content");
-        if (content == m.end() && rs != "assistant")
-            return *err = bad_request("'" + p + ".content' is required", p + ".content"), false;
         ChatMessage cm;
-        cm.role = rs;
-        if (content != m.end() && !get_content(*content, p + ".content", &cm.content, err, &cm.parts)) return false;
+        cm.role = m["role"].get<std::string>();
+        if (!m.contains("content") && cm.role != "assistant")
+            return *err = bad_request("'" + p + ".content' is required", p + ".content"), false;
+        if (m.contains("content")) {
+            const json content = json::parse(m["content"].dump());
+            // Image parts (issue 21) land in cm.parts, text and images in
+            // order; the K3 renderer reads the same parts from r->chat.
+            if (!get_content(content, p + ".content", &cm.content, err, &cm.parts)) return false;
+        }
         r->messages.push_back(std::move(cm));
     }
+    return true;
+}
+
+// response_format: text, json_object, or json_schema (its schema checked
+// now, so a schema the constrained decoder refuses never takes a slot).
+bool parse_response_format(const nlohmann::ordered_json &rf, GenRequest *r, ApiError *err) {
+    if (!rf.is_object()) return true;
+    auto t = rf.find("type");
+    if (t == rf.end() || !t->is_string())
+        return *err = bad_request("'response_format.type' must be 'text', 'json_object' or 'json_schema'",
+                                  "response_format.type"),
+               false;
+    const std::string type = t->get<std::string>();
+    if (type == "text") return true;
+    if (type == "json_object") return r->response_format = type, true;
+    if (type != "json_schema")
+        return *err = bad_request("'response_format.type' must be 'text', 'json_object' or 'json_schema', got '" +
+                                      type + "'",
+                                  "response_format.type"),
+               false;
+    auto js = rf.find("json_schema");
+    if (js == rf.end() || !js->is_object())
+        return *err = bad_request("'response_format.json_schema' must be an object", "response_format.json_schema"),
+               false;
+    // The schema under "schema" (OpenAI), else the object itself (as warp reads it).
+    const nlohmann::ordered_json &schema = js->contains("schema") ? (*js)["schema"] : *js;
+    r->response_format = type;
+    r->json_schema = schema.dump();
+    char why[512];
+    if (sluice_json_schema_check(r->json_schema.data(), r->json_schema.size(), why, sizeof why) != SLUICE_OK)
+        return *err = bad_request(std::string("'response_format.json_schema.schema' cannot be enforced: ") + why,
+                                  "response_format.json_schema.schema"),
+               false;
     return true;
 }
 
@@ -288,6 +318,28 @@ bool parse_stop(const json &o, GenRequest *r, ApiError *err) {
 
 }  // namespace
 
+// llama-server's /tokenize {"content", "with_pieces", "parse_special"} and
+// /detokenize {"tokens"}.
+bool parse_token_request(const json &o, GenRequest *r, ApiError *err) {
+    if (r->kind == Endpoint::tokenize) {
+        auto it = o.find("content");
+        if (it == o.end() || !it->is_string()) return *err = bad_request("'content' must be a string", "content"), false;
+        r->prompt_text = it->get<std::string>();
+        if (!get_bool(o, "with_pieces", &r->with_pieces, err)) return false;
+        if (!get_bool(o, "parse_special", &r->markup, err)) return false;
+        return true;
+    }
+    auto it = o.find("tokens");
+    if (it == o.end() || !it->is_array()) return *err = bad_request("'tokens' must be an array of token ids", "tokens"), false;
+    r->prompt_is_ids = true;
+    for (const json &t : *it) {
+        if (!t.is_number_integer()) return *err = bad_request("'tokens' must be an array of token ids", "tokens"), false;
+        r->prompt_ids.push_back(t.is_number_unsigned() && t.get<uint64_t>() > (uint64_t)INT64_MAX ? INT64_MAX
+                                                                                                  : t.get<int64_t>());
+    }
+    return true;
+}
+
 bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError *err) {
     *r = GenRequest{};
     r->kind = kind;
@@ -306,8 +358,12 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
         if (!it->is_string()) return *err = wrong_type("model", "a string", *it), false;
         r->model = it->get<std::string>();
     }
+    if (kind == Endpoint::tokenize || kind == Endpoint::detokenize) return parse_token_request(o, r, err);
     if (kind == Endpoint::chat) {
-        if (!parse_messages(o, r, err)) return false;
+        // Ordered: tool-call arguments keep their order in the prompt.
+        const auto ordered = nlohmann::ordered_json::parse(body);
+        if (!parse_messages(ordered, r, err)) return false;
+        if (!parse_response_format(r->chat.response_format, r, err)) return false;
     } else if (!parse_prompt(o, r, err)) {
         return false;
     }
@@ -318,6 +374,17 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
     if (!get_number(o, "temperature", 0.0, 2.0, &r->sampling.temperature, err)) return false;
     if (!get_number(o, "top_p", 0.0, 1.0, &r->sampling.top_p, err)) return false;
     if (r->sampling.top_p <= 0.0f) return *err = bad_request("'top_p' must be greater than 0", "top_p"), false;
+    // llama-server's knobs: top_k, min_p and the repetition penalty
+    // (repeat_penalty and repeat_last_n are llama.cpp's spellings).
+    int64_t top_k = 0;
+    if (!get_int(o, "top_k", 0, 1 << 24, &top_k, err)) return false;
+    r->sampling.top_k = (int32_t)top_k;
+    if (!get_number(o, "min_p", 0.0, 1.0, &r->sampling.min_p, err)) return false;
+    for (const char *k : {"repetition_penalty", "repeat_penalty"})
+        if (!get_number(o, k, 1e-3, 100.0, &r->sampling.repeat_penalty, err)) return false;
+    int64_t last_n = r->sampling.repeat_last_n;
+    if (!get_int(o, "repeat_last_n", -1, 1 << 24, &last_n, err)) return false;
+    r->sampling.repeat_last_n = (int32_t)last_n;
     if (!parse_stop(o, r, err)) return false;
 
     // seed: given, or fresh per request (then two requests differ, as with OpenAI).
@@ -327,9 +394,11 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
     if (o.contains("seed") && !o["seed"].is_null()) r->sampling.seed = (uint64_t)seed;
     else r->sampling.seed = ((uint64_t)std::random_device{}() << 32) ^ std::random_device{}();
 
+    // n > 1: the choices are generated one after the other (seeds seed,
+    // seed + 1, ...), each from the prompt; not streamed.
     int64_t n = 1;
-    if (!get_int(o, "n", 1, kBig, &n, err)) return false;
-    if (n != 1) return *err = bad_request("only n = 1 is supported", "n"), false;
+    if (!get_int(o, "n", 1, kMaxChoices, &n, err)) return false;
+    r->n = (int)n;
 
     if (kind == Endpoint::chat) {
         if (!get_bool(o, "logprobs", &r->logprobs, err)) return false;
@@ -355,6 +424,8 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
         }
     }
     if (!get_bool(o, "stream", &r->stream, err)) return false;
+    if (r->n > 1 && r->stream)
+        return *err = bad_request("'n' > 1 is supported without streaming only", "n"), false;
     if (auto it = o.find("stream_options"); it != o.end() && !it->is_null()) {
         if (!it->is_object()) return *err = wrong_type("stream_options", "an object", *it), false;
         if (!r->stream)

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "server/chat_fields.h"
 #include "server/model.h"
 
 namespace sluice::server {
@@ -26,12 +27,21 @@ struct ApiError {
 ApiError bad_request(std::string message, std::string param = {}, std::string code = {});
 nlohmann::json error_json(const ApiError &e);
 
-enum class Endpoint { chat, completion };
+enum class Endpoint { chat, completion, tokenize, detokenize };
 
 struct GenRequest {
     Endpoint kind = Endpoint::chat;
     std::string model;  // empty: not given
-    std::vector<ChatMessage> messages;  // chat
+    std::vector<ChatMessage> messages;  // chat, for chat.json formats
+    ChatFields chat;                    // chat: the whole conversation and its options
+    bool default_thinking = true;       // the server's default (--no-thinking)
+    // response_format: "" (text), "json_object" or "json_schema" (then
+    // json_schema holds the schema's JSON text): enforced by constrained decoding.
+    std::string response_format;
+    std::string json_schema;
+    // Test only (sluice serve --test-forced-output): the reply's tokens are
+    // this text's (markup mode) instead of the model's choices.
+    std::string forced_output;
     // completion: the prompt as text, or as token ids
     bool prompt_is_ids = false;
     std::string prompt_text;
@@ -43,7 +53,10 @@ struct GenRequest {
     int top_logprobs = 0;  // alternatives per position, 0..20
     bool echo = false;     // completion: the prompt is part of the output
     bool stream = false;
+    int n = 1;  // choices (not streamed)
     bool include_usage = false;  // stream_options.include_usage
+    bool with_pieces = false;    // tokenize: each id with its text
+    bool markup = false;         // tokenize: special-token strings become their ids (llama-server's parse_special)
 };
 
 // Deepest nesting of arrays and objects accepted in a request body: parsing
@@ -51,6 +64,7 @@ struct GenRequest {
 constexpr int kMaxJsonDepth = 64;
 constexpr size_t kMaxStops = 4;
 constexpr int kMaxTopLogprobs = 20;
+constexpr int kMaxChoices = 16;
 
 // Parses body as the named endpoint's request. On failure fills *err.
 bool parse_request(Endpoint kind, std::string_view body, GenRequest *out, ApiError *err);

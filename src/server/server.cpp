@@ -14,6 +14,7 @@
 #include "server/conn_watch.h"
 #include "server/format.h"
 #include "server/request.h"
+#include "server/web_page.h"
 
 namespace sluice::server {
 
@@ -91,7 +92,36 @@ struct StreamState {
     PromptInfo prompt;
     ConnWatch watch;
     size_t offset = 0;  // completion logprobs: text_offset of the next token
+    Metrics *metrics = nullptr;
+    bool log = false;
+    Clock::time_point t0;
 };
+
+const char *endpoint_name(Endpoint k) {
+    switch (k) {
+    case Endpoint::chat: return "chat";
+    case Endpoint::completion: return "completions";
+    case Endpoint::tokenize: return "tokenize";
+    case Endpoint::detokenize: return "detokenize";
+    }
+    return "?";
+}
+
+// A finished generation: metrics, the engine snapshot, and the --log line
+// (latency, prompt and completion tokens, tokens/s).
+void account(Metrics *m, bool log, Endpoint kind, const GenResult &g, Clock::time_point t0) {
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (m) {
+        m->record(endpoint_name(kind), 200, g.prompt_tokens, g.completion_tokens, g.reasoning_tokens, secs);
+        if (g.have_engine) m->engine(g.engine);
+    }
+    if (log)
+        std::fprintf(stderr,
+                     "sluice serve: %s 200 %.3f s, prompt %d tokens, completion %d tokens%s, %.1f tok/s, finish %s\n",
+                     endpoint_name(kind), secs, g.prompt_tokens, g.completion_tokens,
+                     g.reasoning_tokens > 0 ? (" (" + std::to_string(g.reasoning_tokens) + " reasoning)").c_str() : "",
+                     secs > 0 ? g.completion_tokens / secs : 0.0, g.finish_reason.c_str());
+}
 
 json chunk_logprobs(const GenRequest &r, const std::vector<TokenLogprob> &toks, size_t *offset) {
     if (!r.logprobs) return nullptr;
@@ -125,17 +155,27 @@ bool stream_events(StreamState &st, httplib::DataSink &sink) {
         if (!got) continue;
         if (ev.kind == Event::Kind::delta) {
             json lp = chunk_logprobs(r, ev.delta.tokens, &st.offset);
-            ok = chat ? write(chat_chunk(st.head, json{{"content", ev.delta.text}}, lp, ""))
+            ok = chat ? write(chat_chunk(st.head, chat_delta_json(ev.delta), lp, ""))
                       : write(completion_chunk(st.head, ev.delta.text, lp, ""));
         } else if (ev.kind == Event::Kind::done) {
             const GenResult &g = ev.result;
+            // K3 tool calls: each call's arguments arrive whole, after generation.
+            if (chat && g.message.contains("tool_calls")) {
+                const auto &calls = g.message["tool_calls"];
+                for (size_t i = 0; ok && i < calls.size(); i++) {
+                    json tc = {{"index", i}, {"function", {{"arguments", utf8_sanitize(calls[i]["function"]["arguments"].get<std::string>())}}}};
+                    ok = write(chat_chunk(st.head, json{{"tool_calls", json::array({tc})}}, nullptr, ""));
+                }
+            }
             json last = chat ? chat_chunk(st.head, json::object(), nullptr, g.finish_reason)
                              : completion_chunk(st.head, "", nullptr, g.finish_reason);
             // OpenAI sends usage only in the include_usage chunk; every
             // response here carries it, so the final chunk has it otherwise.
-            if (!r.include_usage) last["usage"] = usage_json(g.prompt_tokens, g.completion_tokens);
-            ok = write(last);
-            if (ok && r.include_usage) ok = write(usage_chunk(st.head, chat, g.prompt_tokens, g.completion_tokens));
+            if (!r.include_usage) last["usage"] = usage_json(g.prompt_tokens, g.completion_tokens, g.reasoning_tokens);
+            ok = ok && write(last);
+            if (ok && r.include_usage)
+                ok = write(usage_chunk(st.head, chat, g.prompt_tokens, g.completion_tokens, g.reasoning_tokens));
+            account(st.metrics, st.log, r.kind, g, st.t0);
             if (ok) ok = sink.write("data: [DONE]\n\n", 14);
             if (ok) sink.done();
             return ok;
@@ -232,17 +272,19 @@ void Server::routes() {
     h.Get("/v1/models", [this, started](const httplib::Request &req, httplib::Response &res) {
         ApiError err;
         if (!authorized(opt_, req, &err)) return send_error(res, err);
-        send_json(res, json{{"object", "list"}, {"data", json::array({model_object(opt_.model_name, started)})}});
+        json data = json::array({model_object(opt_.model_name, started)});
+        for (const std::string &a : opt_.aliases) data.push_back(model_object(a, started));
+        send_json(res, json{{"object", "list"}, {"data", data}});
     });
 
     h.Get(R"(/v1/models/(.+))", [this, started](const httplib::Request &req, httplib::Response &res) {
         ApiError err;
         if (!authorized(opt_, req, &err)) return send_error(res, err);
-        if (req.matches[1] != opt_.model_name)
+        if (!serves(req.matches[1]))
             return send_error(res, make_error(404, "invalid_request_error",
                                               "The model '" + std::string(req.matches[1]) + "' does not exist",
                                               "model_not_found", "model"));
-        send_json(res, model_object(opt_.model_name, started));
+        send_json(res, model_object(req.matches[1], started));
     });
 
     auto generate_route = [this](Endpoint kind) {
@@ -250,13 +292,26 @@ void Server::routes() {
             ApiError err;
             if (!authorized(opt_, req, &err)) return send_error(res, err);
             GenRequest gr;
-            if (!parse_request(kind, req.body, &gr, &err)) return send_error(res, err);
-            if (!resolve_images(&gr, opt_.allow_local_images, &err)) return send_error(res, err);
-            if (!gr.model.empty() && gr.model != opt_.model_name)
-                return send_error(res, make_error(404, "invalid_request_error",
-                                                  "The model '" + gr.model + "' does not exist; this server serves '" +
-                                                      opt_.model_name + "'",
-                                                  "model_not_found", "model"));
+            const auto t0 = Clock::now();
+            auto refuse = [&](const ApiError &e) {
+                metrics_.record(endpoint_name(kind), e.status, 0, 0, 0,
+                                std::chrono::duration<double>(Clock::now() - t0).count());
+                if (opt_.log_requests)
+                    std::fprintf(stderr, "sluice serve: %s %d %s\n", endpoint_name(kind), e.status, e.message.c_str());
+                send_error(res, e);
+            };
+            if (!parse_request(kind, req.body, &gr, &err)) return refuse(err);
+            // Image parts (issue 21) become decoded pictures here, before the
+            // queue: a bad image is the client's 400, counted like any refusal.
+            if (!resolve_images(&gr, opt_.allow_local_images, &err)) return refuse(err);
+            if (!gr.model.empty() && !serves(gr.model))
+                return refuse(make_error(404, "invalid_request_error",
+                                         "The model '" + gr.model + "' does not exist; this server serves '" +
+                                             opt_.model_name + "'",
+                                         "model_not_found", "model"));
+            gr.default_thinking = opt_.default_thinking;
+            if (kind == Endpoint::chat && !opt_.forced_outputs.empty())
+                gr.forced_output = opt_.forced_outputs[forced_next_++ % opt_.forced_outputs.size()];
             const auto deadline = opt_.request_timeout_s > 0
                                       ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                            std::chrono::duration<double>(opt_.request_timeout_s))
@@ -277,7 +332,11 @@ void Server::routes() {
                 ResponseHead{random_id(kind == Endpoint::chat ? "chatcmpl-" : "cmpl-"), (int64_t)std::time(nullptr),
                              opt_.model_name},
                 {},
-                ConnWatch(req.local_addr, req.local_port, req.remote_addr, req.remote_port)});
+                ConnWatch(req.local_addr, req.local_port, req.remote_addr, req.remote_port),
+                0,
+                &metrics_,
+                opt_.log_requests,
+                t0});
             // Wait for the turn: the prompt event (accepted) or an error.
             Event ev;
             while (!job->next(&ev, kPoll)) {
@@ -293,7 +352,7 @@ void Server::routes() {
                                                       "the request waited past the server's time limit", "timeout"));
                 }
             }
-            if (ev.kind == Event::Kind::error) return send_error(res, ev.error);
+            if (ev.kind == Event::Kind::error) return refuse(ev.error);
             st->prompt = std::move(ev.prompt);
             const GenRequest &r = job->request();
 
@@ -306,9 +365,10 @@ void Server::routes() {
                     });
                 return;
             }
-            // Not streamed: collect, watching the client.
-            std::string text = r.echo ? st->prompt.text : std::string();
-            std::vector<TokenLogprob> toks = r.echo ? st->prompt.logprobs : std::vector<TokenLogprob>{};
+            // Not streamed: collect, watching the client (one text per choice).
+            const size_t n = (size_t)std::max(r.n, 1);
+            std::vector<std::string> texts(n, r.echo ? st->prompt.text : std::string());
+            std::vector<std::vector<TokenLogprob>> toks(n, r.echo ? st->prompt.logprobs : std::vector<TokenLogprob>{});
             for (;;) {
                 bool got = job->next(&ev, kPoll);
                 if (st->watch.closed_every(kPoll)) {
@@ -317,24 +377,89 @@ void Server::routes() {
                 }
                 if (!got) continue;
                 if (ev.kind == Event::Kind::delta) {
-                    text += ev.delta.text;
-                    for (auto &t : ev.delta.tokens) toks.push_back(std::move(t));
+                    const size_t c = std::min((size_t)std::max(ev.delta.choice, 0), n - 1);
+                    texts[c] += ev.delta.text;
+                    for (auto &t : ev.delta.tokens) toks[c].push_back(std::move(t));
                 } else if (ev.kind == Event::Kind::error) {
-                    return send_error(res, ev.error);
+                    return refuse(ev.error);
                 } else if (ev.kind == Event::Kind::done) {
                     break;
                 }
             }
+            account(&metrics_, opt_.log_requests, r.kind, ev.result, t0);
+            const GenResult &g = ev.result;
+            json out;
             if (r.kind == Endpoint::chat) {
-                send_json(res, chat_response(st->head, text, r.logprobs ? &toks : nullptr, ev.result));
+                out = chat_response(st->head, texts[0], r.logprobs ? &toks[0] : nullptr, g);
+                if (!g.choices.empty()) {
+                    out["choices"] = json::array();
+                    for (size_t i = 0; i < g.choices.size() && i < n; i++)
+                        out["choices"].push_back(chat_choice((int)i, texts[i], r.logprobs ? &toks[i] : nullptr, g.choices[i]));
+                }
             } else {
-                json lp = r.logprobs ? completion_logprobs_json(toks, r.top_logprobs > 0, 0, nullptr) : json(nullptr);
-                send_json(res, completion_response(st->head, text, lp, ev.result));
+                auto lp = [&](size_t i) {
+                    return r.logprobs ? completion_logprobs_json(toks[i], r.top_logprobs > 0, 0, nullptr) : json(nullptr);
+                };
+                out = completion_response(st->head, texts[0], lp(0), g);
+                if (!g.choices.empty()) {
+                    out["choices"] = json::array();
+                    for (size_t i = 0; i < g.choices.size() && i < n; i++)
+                        out["choices"].push_back(completion_choice((int)i, texts[i], lp(i), g.choices[i]));
+                }
             }
+            send_json(res, out);
         };
     };
+
     h.Post("/v1/chat/completions", generate_route(Endpoint::chat));
     h.Post("/v1/completions", generate_route(Endpoint::completion));
+    // llama-server's aliases of the same routes.
+    h.Post("/chat/completions", generate_route(Endpoint::chat));
+    h.Post("/completions", generate_route(Endpoint::completion));
+
+    // /tokenize and /detokenize run on the worker (it owns the model), as a
+    // job in the same queue.
+    auto token_route = [this](Endpoint kind) {
+        return [this, kind](const httplib::Request &req, httplib::Response &res) {
+            ApiError err;
+            if (!authorized(opt_, req, &err)) return send_error(res, err);
+            GenRequest gr;
+            if (!parse_request(kind, req.body, &gr, &err)) return send_error(res, err);
+            auto job = std::make_shared<Job>(std::move(gr));
+            if (sched_->submit(job) != Scheduler::Submit::ok)
+                return send_error(res, make_error(429, "rate_limit_exceeded", "The server is busy. Retry later.",
+                                                  "rate_limit_exceeded"));
+            Event ev;
+            while (!job->next(&ev, kPoll)) {
+            }
+            if (ev.kind == Event::Kind::error) return send_error(res, ev.error);
+            const GenResult &g = ev.result;
+            if (kind == Endpoint::detokenize) return send_json(res, json{{"content", utf8_sanitize(g.text)}});
+            json toks = json::array();
+            for (size_t i = 0; i < g.tokens.size(); i++) {
+                if (job->request().with_pieces) toks.push_back(json{{"id", g.tokens[i]}, {"piece", utf8_sanitize(g.pieces[i])}});
+                else toks.push_back(g.tokens[i]);
+            }
+            send_json(res, json{{"tokens", toks}});
+        };
+    };
+    h.Post("/tokenize", token_route(Endpoint::tokenize));
+    h.Post("/detokenize", token_route(Endpoint::detokenize));
+
+    h.Get("/metrics", [this](const httplib::Request &req, httplib::Response &res) {
+        ApiError err;
+        if (!authorized(opt_, req, &err)) return send_error(res, err);
+        res.status = 200;
+        res.set_content(metrics_.render(sched_->stats(), opt_.model_name), "text/plain; version=0.0.4");
+    });
+
+    // The chat page: one self-contained file, no external requests.
+    h.Get("/", [](const httplib::Request &, httplib::Response &res) {
+        res.status = 200;
+        res.set_header("Content-Security-Policy",
+                       "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'");
+        res.set_content(web_page_html(), "text/html; charset=utf-8");
+    });
 
     // httplib answers unknown routes (404) and oversized bodies (413) itself
     // with an empty body; give those an OpenAI error object too.

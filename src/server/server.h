@@ -4,16 +4,22 @@
 //   POST /v1/completions        text or token-id prompt, echo, logprobs
 //   GET  /v1/models             the one model served
 //   GET  /health                liveness, queue depth and counters (no key needed)
+//   GET  /metrics               Prometheus text: requests, tokens, queue, expert cache and reads
+//   POST /tokenize, /detokenize llama-server's token utilities
+//   GET  /                      a small self-contained chat page
 //
 // One Scheduler (one worker thread) owns the Model; HTTP threads parse and
 // check a request, submit it, and wait for or stream its events.
 #pragma once
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "server/model.h"
+#include "server/metrics.h"
 #include "server/scheduler.h"
 
 namespace httplib {
@@ -36,6 +42,11 @@ struct ServerOptions {
     int http_threads = 0;          // 0: max_queue + 16
     bool log_requests = false;     // one line per request on stderr
     bool allow_local_images = false;  // image parts may name file: URLs / paths on this machine
+    std::vector<std::string> aliases;  // more ids clients may name the model by (--alias)
+    bool default_thinking = true;      // K3: think unless a request says otherwise (--no-thinking: false)
+    // Test only (--test-forced-output FILE): each chat request's reply is the
+    // next of these texts (in turn) instead of the model's choices.
+    std::vector<std::string> forced_outputs;
 };
 
 class Server {
@@ -57,11 +68,20 @@ public:
 
 private:
     void routes();
+    // The model id, or one of its aliases.
+    bool serves(const std::string &id) const {
+        if (id == opt_.model_name) return true;
+        for (const std::string &a : opt_.aliases)
+            if (id == a) return true;
+        return false;
+    }
     Model &model_;
     ServerOptions opt_;
     std::unique_ptr<Scheduler> sched_;
     std::unique_ptr<httplib::Server> http_;
     int port_ = 0;
+    std::atomic<uint64_t> forced_next_{0};
+    Metrics metrics_;
 };
 
 }  // namespace sluice::server

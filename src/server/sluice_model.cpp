@@ -92,6 +92,14 @@ public:
         return true;
     }
 
+    bool tokenize_markup(std::string_view text, std::vector<int32_t> *out, std::string *err) override {
+        sluice_status st = fill(out, text.size() + 16, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_tokenize_markup(ctx_, text.data(), text.size(), o, cap, n);
+        });
+        if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
+        return true;
+    }
+
     bool chat_render(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err) override {
         std::vector<sluice_chat_message> cm;
         size_t bytes = 64;
@@ -115,18 +123,31 @@ public:
     bool chat_render_images(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err,
                             std::string *code) override {
         sluice_image_clear(ctx_);
-        if (!vision_)
-            return *code = "vision_disabled",
-                   *err = "this server was started without the vision tower; restart it with --vision to accept "
-                          "images",
-                   false;
-        sluice_memory_plan plan;
-        if (sluice_memory_plan_get(ctx_, &plan) != SLUICE_OK || plan.vision == 0)
-            return *code = "vision_unsupported", *err = "this model has no vision tower", false;
+        if (!vision_ready(err, code)) return false;
         bool ok = render_images(msgs, out, err, code);
         if (!ok) sluice_image_clear(ctx_);  // nothing stays queued
         return ok;
     }
+
+    bool encode_images(const std::vector<ChatMessage> &msgs, std::vector<std::string> *blocks, std::string *err,
+                       std::string *code) override {
+        sluice_image_clear(ctx_);
+        blocks->clear();
+        if (!vision_ready(err, code)) return false;
+        bool ok = encode_all(msgs, blocks, err, code);
+        if (!ok) sluice_image_clear(ctx_);  // nothing stays queued
+        return ok;
+    }
+
+    bool expand_images(const std::vector<int32_t> &in, std::vector<int32_t> *out, std::string *err) override {
+        sluice_status st = fill(out, in.size() + 1024, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_image_expand(ctx_, in.data(), in.size(), o, cap, n);
+        });
+        if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
+        return true;
+    }
+
+    void clear_images() override { sluice_image_clear(ctx_); }
 
     std::string token_bytes(int32_t id) override {
         if (id < 0 || id >= vocab_) return {};
@@ -144,18 +165,41 @@ public:
         return d ? std::make_unique<CDetok>(d) : nullptr;
     }
 
-    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p) override {
+    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *err) override {
         sluice_sampling sp;
         sluice_sampling_default(&sp);
-        // OpenAI semantics: temperature and nucleus only; everything else off.
         sp.temperature = p.temperature;
         sp.top_p = p.top_p;
-        sp.top_k = 0;
-        sp.min_p = 0.0f;
-        sp.repeat_penalty = 1.0f;
+        sp.top_k = p.top_k;
+        sp.min_p = p.min_p;
+        sp.repeat_penalty = p.repeat_penalty;
+        sp.repeat_last_n = p.repeat_last_n;
         sp.seed = p.seed;
         sluice_sampler *s = sluice_sampler_new(&sp);
-        return s ? std::make_unique<CSampler>(s) : nullptr;
+        if (!s) return *err = "invalid sampling parameters", nullptr;
+        if (p.constrained) {
+            sluice_status st = sluice_sampler_set_json_schema(s, ctx_, p.json_schema.data(), p.json_schema.size(),
+                                                              p.end_tokens.data(), p.end_tokens.size());
+            if (st != SLUICE_OK) {
+                *err = describe(ctx_, st);
+                sluice_sampler_free(s);
+                return nullptr;
+            }
+        }
+        return std::make_unique<CSampler>(s);
+    }
+
+    bool engine_stats(EngineStats *out) override {
+        sluice_stats s{};
+        if (sluice_stats_get(ctx_, &s) != SLUICE_OK) return false;
+        out->tokens_evaluated = s.tokens_evaluated;
+        out->expert_cache_hits = s.expert_cache_hits;
+        out->expert_cache_misses = s.expert_cache_misses;
+        out->expert_reads = s.expert_reads;
+        out->expert_bytes_read = s.expert_bytes_read;
+        out->seconds_eval = s.seconds_eval;
+        out->seconds_read = s.seconds_read;
+        return true;
     }
 
     bool reset(std::string *err) override {
@@ -175,6 +219,58 @@ public:
     }
 
 private:
+    // Queues one image part's picture (encoded now) and gives its source
+    // dimensions, which its media block names (VISION.md §6.1).
+    bool add_image(const ContentPart &p, size_t msg, int k, int32_t *w, int32_t *h, std::string *err,
+                   std::string *code) {
+        const std::string name = "messages[" + std::to_string(msg) + "] image " + std::to_string(k);
+        int32_t n = 0;
+        sluice_status st = sluice_image_add_memory(ctx_, p.bytes.data(), p.bytes.size(), name.c_str(), &n);
+        if (st == SLUICE_OK) st = sluice_image_dimensions_memory(p.bytes.data(), p.bytes.size(), w, h);
+        if (st != SLUICE_OK) {
+            *code = st == SLUICE_E_IO ? "invalid_image" : st == SLUICE_E_ARG ? "too_many_images" : "vision_error";
+            return *err = describe(ctx_, st), false;
+        }
+        return true;
+    }
+
+    // The refusals both image paths share: no --vision, no tower.
+    bool vision_ready(std::string *err, std::string *code) {
+        if (!vision_)
+            return *code = "vision_disabled",
+                   *err = "this server was started without the vision tower; restart it with --vision to accept "
+                          "images",
+                   false;
+        sluice_memory_plan plan;
+        if (sluice_memory_plan_get(ctx_, &plan) != SLUICE_OK || plan.vision == 0)
+            return *code = "vision_unsupported", *err = "this model has no vision tower", false;
+        return true;
+    }
+
+    bool encode_all(const std::vector<ChatMessage> &msgs, std::vector<std::string> *blocks, std::string *err,
+                    std::string *code) {
+        // The tokenizer must know the four media markers, or the blocks
+        // would tokenize as text and nothing would take the image rows.
+        std::vector<int32_t> probe;
+        sluice_status st = fill(&probe, 16, [&](int32_t *o, size_t cap, size_t *n) {
+            return sluice_image_block(ctx_, 1, 1, o, cap, n);
+        });
+        if (st == SLUICE_E_UNSUPPORTED)
+            return *code = "images_unsupported_chat_format",
+                   *err = "this model's tokenizer has no media markers: " + describe(ctx_, st), false;
+        if (st != SLUICE_OK) return *code = "vision_error", *err = describe(ctx_, st), false;
+        int k = 0;
+        for (size_t i = 0; i < msgs.size(); i++)
+            for (const ContentPart &p : msgs[i].parts) {
+                if (!p.image) continue;
+                int32_t w = 0, h = 0;
+                if (!add_image(p, i, k++, &w, &h, err, code)) return false;
+                blocks->push_back("<|media_begin|>image " + std::to_string(w) + "x" + std::to_string(h) +
+                                  "<|media_content|><|media_pad|><|media_end|>");
+            }
+        return true;
+    }
+
     bool render_images(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err,
                        std::string *code) {
         // Encode every image in conversation order, then render each as its
@@ -194,14 +290,8 @@ private:
                     parts[i].push_back({p.text.data(), p.text.size(), 0, 0});
                     continue;
                 }
-                const std::string name = "messages[" + std::to_string(i) + "] image " + std::to_string(k++);
-                int32_t w = 0, h = 0, n = 0;
-                sluice_status st = sluice_image_add_memory(ctx_, p.bytes.data(), p.bytes.size(), name.c_str(), &n);
-                if (st == SLUICE_OK) st = sluice_image_dimensions_memory(p.bytes.data(), p.bytes.size(), &w, &h);
-                if (st != SLUICE_OK) {
-                    *code = st == SLUICE_E_IO ? "invalid_image" : st == SLUICE_E_ARG ? "too_many_images" : "vision_error";
-                    return *err = describe(ctx_, st), false;
-                }
+                int32_t w = 0, h = 0;
+                if (!add_image(p, i, k++, &w, &h, err, code)) return false;
                 parts[i].push_back({nullptr, 0, w, h});
             }
             pm.push_back({m.role.c_str(), parts[i].data(), parts[i].size()});

@@ -26,7 +26,12 @@ enum : int32_t {
     kImAssistant = 260,
     kImSystem = 261,
     kImMiddle = 262,
-    kVocab = 263,
+    // K3's XTML markers: markup only when the fake speaks XTML (xtml = true).
+    kOpen = 263,
+    kClose = 264,
+    kSep = 265,
+    kEndMsg = 266,
+    kVocab = 267,
 };
 
 inline const char *special_text(int32_t id) {
@@ -38,6 +43,10 @@ inline const char *special_text(int32_t id) {
     case kImAssistant: return "<|im_assistant|>";
     case kImSystem: return "<|im_system|>";
     case kImMiddle: return "<|im_middle|>";
+    case kOpen: return "<|open|>";
+    case kClose: return "<|close|>";
+    case kSep: return "<|sep|>";
+    case kEndMsg: return "<|end_of_msg|>";
     default: return "";
     }
 }
@@ -100,7 +109,13 @@ public:
         for (unsigned char c : s) script_.push_back(c);
         if (end_with_eos) script_.push_back(kEos);
     }
+    // The script as token ids (markers included).
+    void set_script_ids(const std::vector<int32_t> &ids) {
+        std::lock_guard<std::mutex> lk(mu_);
+        script_ = ids;
+    }
     std::atomic<int> delay_ms{0};  // per eval call
+    bool xtml = false;             // the XTML markers are special tokens (a K3-like model)
     std::atomic<int> evals{0};
 
     std::vector<int32_t> last_prompt() {
@@ -113,11 +128,29 @@ public:
     int32_t eos() const override { return kEos; }
     int32_t bos() const override { return kBos; }
     bool is_control(int32_t id) const override { return id >= 256 && id < kVocab; }
-    int32_t chat_stop_token() override { return kImEnd; }
+    int32_t chat_stop_token() override { return xtml ? kEndMsg : kImEnd; }
 
     bool tokenize(std::string_view text, std::vector<int32_t> *out, std::string *) override {
         out->clear();
         for (unsigned char c : text) out->push_back(c);
+        return true;
+    }
+    bool tokenize_markup(std::string_view text, std::vector<int32_t> *out, std::string *) override {
+        out->clear();
+        for (size_t i = 0; i < text.size();) {
+            int32_t hit = -1;
+            for (int32_t id = 256; id < kVocab && hit < 0; id++) {
+                if (!xtml && id >= kOpen) break;
+                std::string_view sp = special_text(id);
+                if (!sp.empty() && text.substr(i, sp.size()) == sp) hit = id;
+            }
+            if (hit >= 0) {
+                out->push_back(hit);
+                i += std::string_view(special_text(hit)).size();
+            } else {
+                out->push_back((unsigned char)text[i++]);
+            }
+        }
         return true;
     }
     bool chat_render(const std::vector<ChatMessage> &msgs, std::vector<int32_t> *out, std::string *err) override {
@@ -142,7 +175,11 @@ public:
         return id < 256 ? std::string(1, (char)id) : std::string(special_text(id));
     }
     std::unique_ptr<Detokenizer> new_detokenizer() override { return std::make_unique<FakeDetok>(); }
-    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p) override { return std::make_unique<FakeSampler>(p); }
+    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *) override {
+        last_sampling = p;
+        return std::make_unique<FakeSampler>(p);
+    }
+    SamplingParams last_sampling;  // what the last request asked for
 
     bool reset(std::string *) override {
         std::lock_guard<std::mutex> lk(mu_);

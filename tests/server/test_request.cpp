@@ -53,7 +53,7 @@ TEST(ServerRequest, MalformedJsonAndWrongTypes) {
     EXPECT_EQ(parse_err(Endpoint::chat, R"({"messages": []})").param, "messages");
     EXPECT_EQ(parse_err(Endpoint::chat, R"({"model": 3, "messages": [{"role":"user","content":"x"}]})").param,
               "model");
-    EXPECT_EQ(parse_err(Endpoint::chat, R"({"messages": [{"role":"tool","content":"x"}]})").param,
+    EXPECT_EQ(parse_err(Endpoint::chat, R"({"messages": [{"role":"robot","content":"x"}]})").param,
               "messages[0].role");
     EXPECT_EQ(parse_err(Endpoint::chat, R"({"messages": [{"role":"user","content":5}]})").param,
               "messages[0].content");
@@ -75,7 +75,7 @@ TEST(ServerRequest, MalformedJsonAndWrongTypes) {
     EXPECT_EQ(parse_err(Endpoint::chat, "{" + m + R"(, "stream_options": {"include_usage": true}})").param,
               "stream_options");
     EXPECT_EQ(parse_err(Endpoint::chat, "{" + m + R"(, "stream": 1})").param, "stream");
-    EXPECT_EQ(parse_err(Endpoint::chat, "{" + m + R"(, "n": 2})").param, "n");
+    EXPECT_EQ(parse_err(Endpoint::chat, "{" + m + R"(, "n": 17})").param, "n");
     EXPECT_EQ(parse_err(Endpoint::chat, "{" + m + R"(, "presence_penalty": 1})").param, "presence_penalty");
     EXPECT_EQ(parse_err(Endpoint::completion, R"({"prompt": {"a":1}})").param, "prompt");
     EXPECT_EQ(parse_err(Endpoint::completion, R"({"prompt": [1, "x"]})").param, "prompt");

@@ -33,8 +33,10 @@ describe('images over HTTP', () => {
   after(async () => { await srv.stop(); });
 
   test('a data: URL image gives prompt1 and its greedy reply', async () => {
+    // prompt1 is rendered without the think channel (prompt1.segments.json:
+    // "thinking": false); K3's server thinks unless told otherwise (CHAT_K3.md §4.1).
     const r = await client.chat.completions.create({
-      model: 'k3v-tiny', messages: messages(dataUrl), max_tokens: 8, temperature: 0,
+      model: 'k3v-tiny', messages: messages(dataUrl), max_tokens: 8, temperature: 0, thinking: false,
     });
     assert.equal(r.usage.prompt_tokens, 112);
     assert.equal(r.usage.completion_tokens > 0, true);
