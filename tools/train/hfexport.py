@@ -59,10 +59,17 @@ def read_safetensors(path):
     return out
 
 
+def hf_name(name):
+    """Module parameter name -> checkpoint name: the conv kernels are bare
+    parameters in the module, `..._conv1d.weight` in the releases."""
+    return name + ".weight" if name.endswith("_conv1d") else name
+
+
 def export(model, out_dir, hf_config):
     os.makedirs(out_dir, exist_ok=True)
     tensors = []
     for name, t in model.state_dict().items():
+        name = hf_name(name)
         if name.endswith("e_score_correction_bias"):
             tensors.append((name, t.detach().float().numpy().astype("<f4"), "F32"))
         else:
@@ -75,6 +82,7 @@ def export(model, out_dir, hf_config):
 def load_bf16(model, ckpt_dir):
     """The exported (bf16-rounded) weights into model."""
     sd = read_safetensors(os.path.join(ckpt_dir, "model.safetensors"))
+    sd = {(n[:-len(".weight")] if n.endswith("_conv1d.weight") else n): t for n, t in sd.items()}
     missing = set(model.state_dict()) - set(sd)
     if missing:
         raise ValueError("%s: missing tensors %s" % (ckpt_dir, sorted(missing)[:5]))
