@@ -52,4 +52,13 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks);
 // Runs the text subcommand that was parsed, if any: returns true, *rc set.
 bool run_text_command(TextCommands &t, int *rc);
 
+// run/chat/serve/perplexity without a model: prints a usage naming
+// models/sluice-mini, sets *rc = 2 and returns true (cli/model_hint.cpp).
+bool missing_model_usage(int argc, char **argv, int *rc);
+
+// `sluice perplexity MODEL FILE` (cli/perplexity.cpp).
+struct PerplexityCommand;
+std::shared_ptr<PerplexityCommand> add_perplexity_command(CLI::App &app, TextHooks hooks);
+bool run_perplexity_command(PerplexityCommand &p, int *rc);
+
 }  // namespace sluice

@@ -459,6 +459,7 @@ int main(int argc, char **argv) {
                                                          : sluice::convert::verify_main(args);
         return rc == 1 ? 2 : rc;  // bad arguments exit 2, like every other command
     }
+    if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
     app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
     app.require_subcommand(1);
@@ -528,6 +529,10 @@ int main(int argc, char **argv) {
               print_stats,
               [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }});
 
+    auto ppl_cmd = sluice::add_perplexity_command(
+        app, {[&](CLI::App *sc) { add_common(sc, &common); },
+              [&](const std::string &m) { return open_or_report(m, to_config(common)); }, print_stats, nullptr});
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError &e) {
@@ -551,5 +556,6 @@ int main(int argc, char **argv) {
     }
     if (*plan) return cmd_plan(model, common);
     if (int trc; sluice::run_text_command(*text_cmds, &trc)) return trc;
+    if (int prc; sluice::run_perplexity_command(*ppl_cmd, &prc)) return prc;
     return 2;
 }

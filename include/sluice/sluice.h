@@ -441,6 +441,38 @@ typedef struct sluice_chat_message_parts {
  * is an image and the tokenizer lacks the media markers. */
 sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
                                        int add_open, int32_t *out, size_t cap, size_t *n_out);
+ * Scoring: perplexity as llama-perplexity measures it
+ * ------------------------------------------------------------------------ */
+/*
+ * Evaluates tokens[0..n) from the session's current position and writes,
+ * for every i in [first, n-1), the negative natural log of the probability
+ * the model gives tokens[i+1] after tokens[0..i] into nll_out[i - first]
+ * (n - 1 - first values). Logits are formed in chunks of at most 64
+ * positions, so memory is 64 x vocab floats whatever n is. Call
+ * sluice_reset first to score an independent window. A token id outside the
+ * vocabulary is SLUICE_E_ARG.
+ */
+sluice_status sluice_score(sluice_ctx *ctx, const int32_t *tokens, size_t n, size_t first, double *nll_out);
+
+typedef struct sluice_ppl_stats {
+    double nll_mean;      /* mean negative log-likelihood per scored token (nats) */
+    double nll_se;        /* its standard error, windows as clusters */
+    double ppl;           /* exp(nll_mean) */
+    double ppl_lo, ppl_hi; /* 95 % CI: exp(nll_mean -+ 1.96 nll_se) */
+    uint64_t n_tokens;    /* scored tokens */
+    uint64_t n_windows;
+} sluice_ppl_stats;
+
+/*
+ * Summarises per-window sums of NLL (window_nll[w], over window_count[w]
+ * scored tokens) into a perplexity with a window-clustered 95 % interval:
+ * the ratio estimator sum(nll)/sum(count) with the cluster-robust variance
+ * W/(W-1) * sum_w (nll_w - mean*count_w)^2 / (sum count)^2. Tokens of one
+ * window are correlated (they share a context), so windows, not tokens, are
+ * the independent samples. Fewer than 2 windows give nll_se = NaN.
+ */
+sluice_status sluice_ppl_summary(const double *window_nll, const uint64_t *window_count, size_t n_windows,
+                                 sluice_ppl_stats *out);
 
 #ifdef __cplusplus
 }
