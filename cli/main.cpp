@@ -531,7 +531,7 @@ int main(int argc, char **argv) {
 
     auto ppl_cmd = sluice::add_perplexity_command(
         app, {[&](CLI::App *sc) { add_common(sc, &common); },
-              [&](const std::string &m) { return open_or_report(m, to_config(common)); }, print_stats, nullptr});
+              [&](const std::string &m, bool) { return open_or_report(m, to_config(common)); }, print_stats, nullptr});
 
     try {
         app.parse(argc, argv);

@@ -93,7 +93,7 @@ bool run_perplexity_command(PerplexityCommand &p, int *rc) {
         std::fprintf(stderr, "sluice perplexity: %s\n", err.c_str());
         return true;
     }
-    sluice_ctx *ctx = p.hooks.open(p.model);
+    sluice_ctx *ctx = p.hooks.open(p.model, false);
     if (!ctx) return true;
     auto done = [&](int code) {
         sluice_close(ctx);

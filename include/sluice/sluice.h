@@ -441,6 +441,8 @@ typedef struct sluice_chat_message_parts {
  * is an image and the tokenizer lacks the media markers. */
 sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
                                        int add_open, int32_t *out, size_t cap, size_t *n_out);
+
+/* ------------------------------------------------------------------------
  * Scoring: perplexity as llama-perplexity measures it
  * ------------------------------------------------------------------------ */
 /*
