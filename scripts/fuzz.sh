@@ -27,7 +27,8 @@ build() {  # name sources... (rebuilt only when a source is newer)
   "$CXX" "${FLAGS[@]}" "$@" -o "$OUT/$name" -lpthread
 }
 build fuzz_manifest tests/fuzz/fuzz_manifest.cpp src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp
-build fuzz_request tests/fuzz/fuzz_request.cpp src/server/request.cpp
+build fuzz_request tests/fuzz/fuzz_request.cpp src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp \
+  src/server/xtml_render.cpp src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp
 build fuzz_hotlist tests/fuzz/fuzz_hotlist.cpp src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp \
   src/format/platform_io.cpp
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist"

@@ -80,23 +80,6 @@ sluice_status sluice_sampler_set_json_schema(sluice_sampler *s, sluice_ctx *ctx,
     }
 }
 
-sluice_status sluice_json_schema_check(const char *schema, size_t len, char *err, size_t err_cap) {
-    std::string why;
-    try {
-        Grammar g;
-        if (!schema && len > 0) why = "the schema is NULL";
-        else if (len > 0 && !compile_json_schema(std::string_view(schema, len), Limits{}, &g, &why)) why = "JSON schema " + why;
-    } catch (const std::bad_alloc &) {
-        why = "out of memory";
-    }
-    if (err && err_cap > 0) {
-        size_t n = std::min(why.size(), err_cap - 1);
-        std::memcpy(err, why.data(), n);
-        err[n] = '\0';
-    }
-    return why.empty() ? SLUICE_OK : SLUICE_E_ARG;
-}
-
 int32_t sluice_sampler_constraint_state(const sluice_sampler *s) {
     if (!s || !s->s.constraint()) return -1;
     const auto *c = static_cast<const GrammarConstraint *>(s->s.constraint());
