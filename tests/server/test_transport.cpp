@@ -42,7 +42,14 @@ long rss_kib() {
 
 class Transport : public ::testing::Test {
 protected:
-    void start(ServerOptions o = {}) {
+    static ServerOptions portless() {
+        ServerOptions o;
+        o.port = 0;
+        return o;
+    }
+    // Port 0 unless a test asks otherwise: ctest runs tests in parallel,
+    // and a fixed 8000 collided between them.
+    void start(ServerOptions o = portless()) {
         o.host = "127.0.0.1";
         if (o.model_name.empty()) o.model_name = "fake";
         server_ = std::make_unique<Server>(model_, o);
@@ -114,7 +121,7 @@ const char *kChat = R"({"model":"fake","messages":[{"role":"user","content":"hi"
 
 TEST_F(Transport, ASecondServerOnTheSamePortIsRefused) {
     start();
-    ServerOptions o;
+    ServerOptions o = portless();
     o.host = "127.0.0.1";
     o.port = port_;
     o.model_name = "fake";
@@ -140,7 +147,7 @@ TEST_F(Transport, PipelinedRequestsAreAnsweredInOrder) {
 }
 
 TEST_F(Transport, ContentLengthErrorsArePromptAndNamed) {
-    ServerOptions o;
+    ServerOptions o = portless();
     o.max_body = 1000;
     start(o);
     auto t0 = Clock::now();
@@ -160,7 +167,7 @@ TEST_F(Transport, ContentLengthErrorsArePromptAndNamed) {
 }
 
 TEST_F(Transport, SlowHeadersHitTheDeadline) {
-    ServerOptions o;
+    ServerOptions o = portless();
     o.read_timeout_s = 1;
     start(o);
     int fd = connect_raw();
@@ -184,7 +191,7 @@ TEST_F(Transport, SlowHeadersHitTheDeadline) {
 }
 
 TEST_F(Transport, IdleConnectionsDoNotStarveHealth) {
-    ServerOptions o;
+    ServerOptions o = portless();
     o.read_timeout_s = 30;
     start(o);
     std::vector<int> fds;
@@ -210,7 +217,7 @@ TEST_F(Transport, IdleConnectionsDoNotStarveHealth) {
 }
 
 TEST_F(Transport, HostileLoad) {
-    ServerOptions o;
+    ServerOptions o = portless();
     o.read_timeout_s = 2;
     o.max_body = 1 << 20;
     start(o);
