@@ -41,7 +41,7 @@ fi
 mkdir -p "$BUILD_DIR"
 DEPS="$(cd "$BUILD_DIR" && pwd)/deps"
 PKGS="libssl-dev libssl3 zlib1g-dev zlib1g libutf8proc-dev libutf8proc2 libgtest-dev libgmock-dev
-      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev"
+      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libstb-dev"
 stamp="$DEPS/.stamp"  # the package list, and the layout version below
 LAYOUT=2
 if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
