@@ -56,9 +56,31 @@ ssize_t pread_full(ReadJob &j) {
     return (ssize_t)j.got;
 }
 
-class ThreadQueue final : public ReadQueue {
+// What both engines share: the two lines under one lock, and the calls
+// that only look at the lines. Guess cancellation must never wait on a read
+// in flight, so it touches the queued lines only.
+class LinedQueue : public ReadQueue {
 public:
-    explicit ThreadQueue(int depth) : depth_(depth) {
+    int depth() const override { return depth_; }
+    std::vector<std::unique_ptr<ReadJob>> cancel_guesses(const std::function<bool(const ReadJob &)> &drop) override {
+        std::lock_guard<std::mutex> lk(mu_);
+        return lines_.cancel(drop);
+    }
+    bool guesses_only_idle() const override {
+        std::lock_guard<std::mutex> lk(mu_);
+        return lines_.certain.empty();
+    }
+
+protected:
+    explicit LinedQueue(int depth) : depth_(depth) {}
+    int depth_;
+    mutable std::mutex mu_;
+    Lines lines_;
+};
+
+class ThreadQueue final : public LinedQueue {
+public:
+    explicit ThreadQueue(int depth) : LinedQueue(depth) {
         for (int i = 0; i < depth; i++) threads_.emplace_back([this] { loop(); });
     }
     ~ThreadQueue() override {
@@ -70,21 +92,12 @@ public:
         for (auto &t : threads_) t.join();
     }
     const char *name() const override { return "threads"; }
-    int depth() const override { return depth_; }
     void push(std::unique_ptr<ReadJob> job) override {
         {
             std::lock_guard<std::mutex> lk(mu_);
             lines_.push(std::move(job));
         }
         cv_.notify_one();
-    }
-    std::vector<std::unique_ptr<ReadJob>> cancel_guesses(const std::function<bool(const ReadJob &)> &drop) override {
-        std::lock_guard<std::mutex> lk(mu_);
-        return lines_.cancel(drop);
-    }
-    bool guesses_only_idle() const override {
-        std::lock_guard<std::mutex> lk(mu_);
-        return lines_.certain.empty();
     }
     void hold(bool on) override {
         {
@@ -108,10 +121,7 @@ private:
             j->done(r);
         }
     }
-    int depth_;
-    mutable std::mutex mu_;
     std::condition_variable cv_;
-    Lines lines_;
     bool stop_ = false, held_ = false;
     std::vector<std::thread> threads_;
 };
@@ -121,7 +131,7 @@ private:
 // are in flight, and one reaper thread takes completions and submits what
 // waits. liburing's submission and completion sides may run on different
 // threads; submissions are serialised by mu_.
-class UringQueue final : public ReadQueue {
+class UringQueue final : public LinedQueue {
 public:
     static std::unique_ptr<UringQueue> create(int depth, std::string *why) {
         std::unique_ptr<UringQueue> q(new UringQueue(depth));
@@ -160,19 +170,10 @@ public:
         io_uring_queue_exit(&ring_);
     }
     const char *name() const override { return "io_uring"; }
-    int depth() const override { return depth_; }
     void push(std::unique_ptr<ReadJob> job) override {
         std::lock_guard<std::mutex> lk(mu_);
         lines_.push(std::move(job));
         fill_locked();
-    }
-    std::vector<std::unique_ptr<ReadJob>> cancel_guesses(const std::function<bool(const ReadJob &)> &drop) override {
-        std::lock_guard<std::mutex> lk(mu_);
-        return lines_.cancel(drop);
-    }
-    bool guesses_only_idle() const override {
-        std::lock_guard<std::mutex> lk(mu_);
-        return lines_.certain.empty();
     }
     void hold(bool on) override {
         std::lock_guard<std::mutex> lk(mu_);
@@ -181,7 +182,7 @@ public:
     }
 
 private:
-    explicit UringQueue(int depth) : depth_(depth) {}
+    explicit UringQueue(int depth) : LinedQueue(depth) {}
     void submit_locked(ReadJob *j) {
         io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
         io_uring_prep_read(sqe, j->fd, j->buf + j->got, (unsigned)(j->len - j->got), j->off + j->got);
@@ -226,11 +227,8 @@ private:
             own->done(res < 0 ? (ssize_t)res : (ssize_t)own->got);
         }
     }
-    int depth_;
     io_uring ring_{};
     bool ok_ = false;
-    mutable std::mutex mu_;
-    Lines lines_;
     std::condition_variable cv_idle_;
     int inflight_ = 0;
     bool stop_ = false, held_ = false;
