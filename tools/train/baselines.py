@@ -7,7 +7,9 @@ tokenizer, scored on exactly the tokens `sluice perplexity --ctx T` scores
   bigram:  interpolated absolute discounting (d = 0.75) down to that
            unigram, the usual strong count baseline.
 
-Usage: baselines.py DATA_DIR [--ctx 128] [--json OUT]   (DATA_DIR: train.py's OUT_DIR)
+Usage: baselines.py DATA_DIR [--ctx 128] [--json OUT] [--hf HF_DIR] [--paired PPL_JSON]
+  (DATA_DIR: train.py's OUT_DIR; PPL_JSON: `sluice perplexity --json` on the same
+  file and --ctx, whose per-window NLL sums are paired with the bigram's)
 """
 
 import argparse
@@ -24,7 +26,17 @@ def clustered(win_sums, win_n):
     m = S / N
     se = math.sqrt(W / (W - 1) * sum((s - m * n) ** 2 for s, n in zip(win_sums, win_n))) / N
     return {"ppl": math.exp(m), "ppl_ci95": [math.exp(m - 1.96 * se), math.exp(m + 1.96 * se)],
-            "nll_mean": m, "nll_se": se, "tokens_scored": N, "windows": W}
+            "nll_mean": m, "nll_se": se, "tokens_scored": N, "windows": W, "window_nll": list(win_sums)}
+
+
+def paired(a_sums, b_sums, win_n):
+    """NLL of b minus a per token, windows as clusters: the same windows scored
+    by both, so their shared difficulty cancels (an unpaired pair of CIs
+    overlaps even when one model is better in every window)."""
+    d = [y - x for x, y in zip(a_sums, b_sums)]
+    r = clustered(d, win_n)
+    return {"nll_diff": r["nll_mean"], "nll_diff_ci95": [r["nll_mean"] - 1.96 * r["nll_se"], r["nll_mean"] + 1.96 * r["nll_se"]],
+            "ppl_ratio": math.exp(r["nll_mean"]), "windows_b_worse": sum(1 for x in d if x > 0), "windows": len(d)}
 
 
 def main():
@@ -33,6 +45,7 @@ def main():
     ap.add_argument("--ctx", type=int, default=128)
     ap.add_argument("--json")
     ap.add_argument("--hf", help="also score this bf16 checkpoint with the torch model (float64)")
+    ap.add_argument("--paired", help="sluice perplexity --json output: pair its windows with the bigram's")
     a = ap.parse_args()
     d = torch.load(os.path.join(a.data_dir, "data.pt"))
     V = d["vocab"]
@@ -84,6 +97,13 @@ def main():
                 nll = -lp.gather(-1, xb[:, T // 2 + 1:, None])[..., 0]
                 sums += nll.sum(1).tolist()
         out["torch_bf16"] = clustered(sums, [T - 1 - T // 2] * W)
+    if a.paired:
+        ps = json.load(open(a.paired))
+        if ps["ctx"] != T or len(ps["window_nll"]) != len(out["bigram"]["window_nll"]):
+            raise SystemExit("%s: ctx %d / %d windows do not match ctx %d / %d windows here"
+                             % (a.paired, ps["ctx"], len(ps["window_nll"]), T, len(out["bigram"]["window_nll"])))
+        out["paired_bigram_minus_sluice"] = paired(ps["window_nll"], out["bigram"]["window_nll"],
+                                                   [T - 1 - T // 2] * len(ps["window_nll"]))
     out["ctx"] = T
     print(json.dumps(out, indent=1))
     if a.json:
