@@ -27,20 +27,20 @@ done
     "$SLUICE" kld suite make --out "$K/suite" --context "$CTX" --source "kjv=models/kjv-heldout.txt:$WIN" \
         --tokenizer models/sluice-mini >&2
 [ -f "$K/ref/manifest.json" ] || $PY tools/train/torch_ref.py "$K/suite" models/sluice-mini-hf "$K/ref"
-receipts=() labels=()
+receipts=() labels=() tokens=()
 for r in $RECIPES; do
     [ -f "$K/cap-$r/manifest.json" ] ||
         "$SLUICE" kld capture --model "$(container "$r")" --suite "$K/suite" --out "$K/cap-$r" --run-name "$r" --no-progress >&2
     "$SLUICE" kld compare --suite "$K/suite" --reference "$K/ref" --candidate "$K/cap-$r" --json "$K/$r.json" \
-        --no-progress >"$K/$r.txt"
-    receipts+=("$K/$r.json") labels+=("$r")
+        --tokens "$K/$r.tokens.safetensors" --no-progress >"$K/$r.txt"
+    receipts+=("$K/$r.json") labels+=("$r") tokens+=("$K/$r.tokens.safetensors")
 done
 for r in $RECIPES; do
     [ "$r" = t8-vq3r ] && continue
     "$SLUICE" kld paired --suite "$K/suite" --reference "$K/ref" --a "$K/cap-t8-vq3r" --b "$K/cap-$r" \
         --json "$K/paired-$r.json" --no-progress >"$K/paired-$r.txt"
 done
-"$SLUICE" kld report --receipts "${receipts[@]}" --labels "${labels[@]}" --out "$K/report.html" \
+"$SLUICE" kld report --receipts "${receipts[@]}" --tokens "${tokens[@]}" --labels "${labels[@]}" --out "$K/report.html" \
     --title "sluice-mini recipes vs the bf16 torch model (held-out KJV)" >&2
 if command -v chromium >/dev/null 2>&1; then
     chromium --headless=new --no-sandbox --disable-gpu --hide-scrollbars --window-size=1200,1600 \
