@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds. BUILD_DIR (default build) and SANITIZE=1 select the variant.
+# Configures and builds. BUILD_DIR (default build) and SANITIZE=1 select the
+# variant; TARGETS (default: everything) names what ninja builds.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build}
@@ -9,4 +10,5 @@ if [ "${SANITIZE:-0}" = 1 ]; then
   args=(-G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_SANITIZE=ON -DSLUICE_BUILD_BENCH=OFF)
 fi
 cmake -S . -B "$BUILD_DIR" "${args[@]}" >/dev/null
-ninja -C "$BUILD_DIR" -j "$JOBS"
+# shellcheck disable=SC2086
+ninja -C "$BUILD_DIR" -j "$JOBS" ${TARGETS:-}
