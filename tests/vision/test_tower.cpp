@@ -177,11 +177,12 @@ TEST(VisionTower, PromptsMatchWarp) {
             if (chunk == 1 && c.contains("logits_stepwise")) ref = c["logits_stepwise"];
             DiffStats d = diff_stats(logits, read_f32(vdir() + "/out/" + ref));
             print((name + (chunk == 1 ? " step" : " chunked") + " logits vs warp").c_str(), d);
-            // prompt3 (the image 5 tokens before the end) amplifies the
-            // tower's ~1e-5 distance from warp: 2.0-2.9e-4 across float and
-            // double forms of GELU and rotary, while the text model alone
-            // (warp's embeddings spliced in, PromptsWithWarpEmbeddings) is
-            // 1.75e-4 (docs/LEARNED.md, 2026-12-03). Still far under the
+            // prompt3 is ill-conditioned in its image rows (a 1e-6 change
+            // moves its logits ~7e-5): warp itself is 2.47e-4 from the
+            // float64 oracle there, the engine 5.1e-5 (vision_oracle checks
+            // the engine against the oracle at 1e-4 on both paths). Being
+            // within 2e-4 of warp would mean reproducing warp's float32
+            // rounding (docs/LEARNED.md, 2026-12-03). 3e-4 stays under the
             // 6e-4 a swapped GELU form produces.
             const double tol = name == "prompt3" ? 3e-4 : 2e-4;
             EXPECT_LE(d.max_abs, tol) << name;
