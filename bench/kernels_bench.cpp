@@ -108,8 +108,58 @@ void BM_VqGemv(benchmark::State &st) {
     st.SetLabel(std::string(p6 ? "VQ4P" : "VQ3R") + "/" + k->name);
 }
 
+// The vision tower's attention: 64 query rows of one head over 1024 patches
+// (the patch budget), head width 72 (K3's tower: 1152 wide, 16 heads).
+// "GB/s" counts the key and value floats each row reads.
+void BM_TowerAttn(benchmark::State &st) {
+    const Kernels *k = backend((int)st.range(0));
+    if (!k) {
+        st.SkipWithError("backend not available on this CPU");
+        return;
+    }
+    constexpr int64_t L = 1024, hd = 72, rows = 64;
+    std::mt19937 rng(4);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> q((size_t)(rows * hd)), kT((size_t)(hd * L)), v((size_t)(L * hd)), out((size_t)(rows * hd));
+    for (auto *a : {&q, &kT, &v})
+        for (auto &x : *a) x = nd(rng);
+    std::vector<double> scratch((size_t)(L + hd));
+    for (auto _ : st) {
+        for (int64_t p = 0; p < rows; p++)
+            k->attn_row(q.data() + p * hd, kT.data(), L, hd, v.data(), hd, 0.1178511, scratch.data(), out.data() + p * hd);
+        benchmark::DoNotOptimize(out.data());
+    }
+    st.SetBytesProcessed(st.iterations() * rows * 2 * L * hd * 4);
+    st.SetLabel(std::string("ATTN/") + k->name);
+}
+
+// The two GELUs over 1M activations ("GB/s" of floats in).
+void BM_TowerGelu(benchmark::State &st) {
+    const bool erf = st.range(0) == 1;
+    const Kernels *k = backend((int)st.range(1));
+    if (!k) {
+        st.SkipWithError("backend not available on this CPU");
+        return;
+    }
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    std::vector<float> x0((size_t)1 << 20), x;
+    for (auto &v : x0) v = nd(rng);
+    for (auto _ : st) {
+        st.PauseTiming();
+        x = x0;
+        st.ResumeTiming();
+        (erf ? k->gelu_erf : k->gelu_tanh)(x.data(), (int64_t)x.size());
+        benchmark::DoNotOptimize(x.data());
+    }
+    st.SetBytesProcessed(st.iterations() * (int64_t)x0.size() * 4);
+    st.SetLabel(std::string(erf ? "GELUerf/" : "GELUtanh/") + k->name);
+}
+
 BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TowerAttn)->ArgsProduct({{0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_TowerGelu)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
 // Collects rates so the summary can print each backend against scalar.
 class RatioReporter : public benchmark::ConsoleReporter {
@@ -131,7 +181,7 @@ int main(int argc, char **argv) {
     RatioReporter rep;
     benchmark::RunSpecifiedBenchmarks(&rep);
     std::printf("\n%-8s %-8s %10s %10s\n", "kernel", "backend", "GB/s", "vs scalar");
-    for (const char *kern : {"F32", "Q8G", "Q4G", "Q3G", "VQ3R", "VQ4P"})
+    for (const char *kern : {"F32", "Q8G", "Q4G", "Q3G", "VQ3R", "VQ4P", "ATTN", "GELUtanh", "GELUerf"})
         for (const char *be : {"scalar", "avx2", "avx512", "neon"}) {
             auto it = rep.rates.find(std::string(kern) + "/" + be);
             auto base = rep.rates.find(std::string(kern) + "/scalar");

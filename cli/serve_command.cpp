@@ -83,7 +83,7 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--alias", s->aliases, "another model id clients may use (repeatable)");
     a->add_option("--test-forced-output", s->forced_output_file,
                   "TEST ONLY: a JSON array of strings; each chat reply is the next one's tokens (markup mode) "
-                  "instead of the model's choices");
+                  "instead of the model's choices ({\"prefix\": TEXT}: those tokens, then the model samples on)");
     a->add_flag("--verify", s->verify, "check the CRC32 of every expert record read");
     a->add_option("--chunk", s->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
     a->add_option("--io-threads", s->io_threads, "expert reads in flight, as --io-depth (-1 = synchronous reads)")
@@ -170,15 +170,21 @@ int serve(ServeCommand &s) {
                   : s.backend == "avx512" ? SLUICE_BACKEND_AVX512
                   : s.backend == "neon"   ? SLUICE_BACKEND_NEON
                                           : SLUICE_BACKEND_AUTO;
-    std::vector<std::string> forced;
+    std::vector<sluice::server::ServerOptions::ForcedOutput> forced;
     if (!s.forced_output_file.empty()) {
         std::ifstream f(s.forced_output_file);
         std::stringstream ss;
         ss << f.rdbuf();
         try {
-            forced = nlohmann::json::parse(ss.str()).get<std::vector<std::string>>();
+            // A string is a whole reply; {"prefix": TEXT} is forced, then the model samples on.
+            for (const auto &v : nlohmann::json::parse(ss.str())) {
+                if (v.is_object()) forced.push_back({v.at("prefix").get<std::string>(), true});
+                else forced.push_back({v.get<std::string>(), false});
+            }
         } catch (const std::exception &e) {
-            std::fprintf(stderr, "sluice serve: --test-forced-output %s: not a JSON array of strings: %s\n",
+            std::fprintf(stderr,
+                         "sluice serve: --test-forced-output %s: not a JSON array of strings and {\"prefix\": ...} "
+                         "objects: %s\n",
                          s.forced_output_file.c_str(), e.what());
             return 2;
         }

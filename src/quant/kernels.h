@@ -29,6 +29,14 @@ struct Kernels {
     // integer inner sums (MODEL.md §2.3).
     void (*vq_gemv_p6)(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv, const float *scale, float *y,
                        int64_t r0, int64_t r1);
+    // Vision tower (quant/tower_math.h): one query row of one head's full
+    // attention over L keys (kT: the head's keys as [hd][L]; value j at
+    // V + j·ldv; scratch: L + hd doubles), and the two GELUs in place.
+    // Bit-identical across backends by construction.
+    void (*attn_row)(const float *q, const float *kT, int64_t L, int64_t hd, const float *V, int64_t ldv,
+                     double scale, double *scratch, float *out);
+    void (*gelu_tanh)(float *x, int64_t n);
+    void (*gelu_erf)(float *x, int64_t n);
 };
 
 const Kernels &kernels_scalar();

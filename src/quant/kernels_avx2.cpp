@@ -6,10 +6,31 @@
 #include <cmath>
 
 #include "quant/kernels.h"
+#include "quant/tower_math.h"
 #include "quant/unpack_simd.h"
 
 namespace sluice {
 namespace {
+
+// The tower's double lanes (quant/tower_math.h), four per register.
+struct D4 {
+    static constexpr int W = 4;
+    __m256d v;
+    using M = __m256d;
+    static D4 set(double x) { return {_mm256_set1_pd(x)}; }
+    static D4 load(const double *p) { return {_mm256_loadu_pd(p)}; }
+    static D4 loadf(const float *p) { return {_mm256_cvtps_pd(_mm_loadu_ps(p))}; }
+    void store(double *p) const { _mm256_storeu_pd(p, v); }
+    void storef(float *p) const { _mm_storeu_ps(p, _mm256_cvtpd_ps(v)); }
+    friend D4 operator+(D4 a, D4 b) { return {_mm256_add_pd(a.v, b.v)}; }
+    friend D4 operator-(D4 a, D4 b) { return {_mm256_sub_pd(a.v, b.v)}; }
+    friend D4 operator*(D4 a, D4 b) { return {_mm256_mul_pd(a.v, b.v)}; }
+    friend D4 operator/(D4 a, D4 b) { return {_mm256_div_pd(a.v, b.v)}; }
+    static M lt(D4 a, D4 b) { return _mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ); }
+    static M gt(D4 a, D4 b) { return _mm256_cmp_pd(a.v, b.v, _CMP_GT_OQ); }
+    static D4 sel(M m, D4 a, D4 b) { return {_mm256_blendv_pd(b.v, a.v, m)}; }
+    static D4 shl52(D4 a) { return {_mm256_castsi256_pd(_mm256_slli_epi64(_mm256_castpd_si256(a.v), 52))}; }
+};
 
 // 32 lanes in four registers, reduced pairwise (j+16, j+8, j+4, j+2, j+1):
 // the scalar reference order, so results are bit-identical to it.
@@ -184,6 +205,9 @@ const Kernels *kernels_avx2() {
         vq_table,
         vq_gemv_u8,
         kernels_scalar().vq_gemv_p6,
+        tower::attn_row<D4>,
+        tower::gelu_tanh<D4>,
+        tower::gelu_erf<D4>,
     };
     return &k;
 }

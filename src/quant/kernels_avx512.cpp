@@ -6,10 +6,31 @@
 #include <cmath>
 
 #include "quant/kernels.h"
+#include "quant/tower_math.h"
 #include "quant/unpack_simd.h"
 
 namespace sluice {
 namespace {
+
+// The tower's double lanes (quant/tower_math.h), eight per register.
+struct D8 {
+    static constexpr int W = 8;
+    __m512d v;
+    using M = __mmask8;
+    static D8 set(double x) { return {_mm512_set1_pd(x)}; }
+    static D8 load(const double *p) { return {_mm512_loadu_pd(p)}; }
+    static D8 loadf(const float *p) { return {_mm512_cvtps_pd(_mm256_loadu_ps(p))}; }
+    void store(double *p) const { _mm512_storeu_pd(p, v); }
+    void storef(float *p) const { _mm256_storeu_ps(p, _mm512_cvtpd_ps(v)); }
+    friend D8 operator+(D8 a, D8 b) { return {_mm512_add_pd(a.v, b.v)}; }
+    friend D8 operator-(D8 a, D8 b) { return {_mm512_sub_pd(a.v, b.v)}; }
+    friend D8 operator*(D8 a, D8 b) { return {_mm512_mul_pd(a.v, b.v)}; }
+    friend D8 operator/(D8 a, D8 b) { return {_mm512_div_pd(a.v, b.v)}; }
+    static M lt(D8 a, D8 b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ); }
+    static M gt(D8 a, D8 b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_GT_OQ); }
+    static D8 sel(M m, D8 a, D8 b) { return {_mm512_mask_blend_pd(m, b.v, a.v)}; }
+    static D8 shl52(D8 a) { return {_mm512_castsi512_pd(_mm512_slli_epi64(_mm512_castpd_si512(a.v), 52))}; }
+};
 
 // Pairwise: lanes j+8, then j+4, j+2, j+1 (the scalar reference order).
 inline float hsum(__m512 v) {
@@ -336,6 +357,9 @@ const Kernels *kernels_avx512() {
         vq_table,
         __builtin_cpu_supports("avx512vbmi") ? vq_gemv_u8_vbmi : vq_gemv_u8,
         kernels_scalar().vq_gemv_p6,
+        tower::attn_row<D8>,
+        tower::gelu_tanh<D8>,
+        tower::gelu_erf<D8>,
     };
     return &k;
 }

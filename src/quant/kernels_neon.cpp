@@ -10,9 +10,30 @@
 #include <cstring>
 
 #include "quant/kernels.h"
+#include "quant/tower_math.h"
 
 namespace sluice {
 namespace {
+
+// The tower's double lanes (quant/tower_math.h), two per register.
+struct D2 {
+    static constexpr int W = 2;
+    float64x2_t v;
+    using M = uint64x2_t;
+    static D2 set(double x) { return {vdupq_n_f64(x)}; }
+    static D2 load(const double *p) { return {vld1q_f64(p)}; }
+    static D2 loadf(const float *p) { return {vcvt_f64_f32(vld1_f32(p))}; }
+    void store(double *p) const { vst1q_f64(p, v); }
+    void storef(float *p) const { vst1_f32(p, vcvt_f32_f64(v)); }
+    friend D2 operator+(D2 a, D2 b) { return {vaddq_f64(a.v, b.v)}; }
+    friend D2 operator-(D2 a, D2 b) { return {vsubq_f64(a.v, b.v)}; }
+    friend D2 operator*(D2 a, D2 b) { return {vmulq_f64(a.v, b.v)}; }
+    friend D2 operator/(D2 a, D2 b) { return {vdivq_f64(a.v, b.v)}; }
+    static M lt(D2 a, D2 b) { return vcltq_f64(a.v, b.v); }
+    static M gt(D2 a, D2 b) { return vcgtq_f64(a.v, b.v); }
+    static D2 sel(M m, D2 a, D2 b) { return {vbslq_f64(m, a.v, b.v)}; }
+    static D2 shl52(D2 a) { return {vreinterpretq_f64_u64(vshlq_n_u64(vreinterpretq_u64_f64(a.v), 52))}; }
+};
 
 // The 32 reference lanes in eight 4-lane registers (s[k] holds lanes
 // 4k..4k+3), reduced pairwise: j+16, j+8, j+4, then j+2 and j+1 inside the
@@ -306,6 +327,9 @@ const Kernels *kernels_neon() {
         vq_table,
         vq_gemv_u8,
         vq_gemv_p6,
+        tower::attn_row<D2>,
+        tower::gelu_tanh<D2>,
+        tower::gelu_erf<D2>,
     };
     return &k;
 }

@@ -2,6 +2,7 @@
 #include <cmath>
 
 #include "quant/kernels.h"
+#include "quant/tower_math.h"
 
 namespace sluice {
 namespace {
@@ -181,6 +182,9 @@ const Kernels kScalar = {
     vq_table,
     vq_gemv_u8,
     vq_gemv_p6,
+    tower::attn_row<tower::D1>,
+    tower::gelu_tanh<tower::D1>,
+    tower::gelu_erf<tower::D1>,
 };
 
 }  // namespace

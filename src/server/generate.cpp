@@ -364,6 +364,26 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
 
     std::unique_ptr<XtmlReply> reply;
     if (plan.xtml) reply = std::make_unique<XtmlReply>(plan.starts_in);
+    // Strict tool calls (tools[i].function.strict, K3 markup): when the
+    // model opens a call to a strict tool, its arguments are written as the
+    // call's raw JSON block (CHAT_K3.md §5.2, §9.3), whose text the reply
+    // parser passes on verbatim as `arguments`: the block's opening tag is
+    // forced, the JSON is sampled under the tool's parameters schema by
+    // constrained decoding, and the closing tags are forced once the JSON
+    // is complete (its constraint allows <|close|> exactly then).
+    std::vector<int32_t> strict_open, strict_close, strict_queue;
+    size_t strict_pos = 0, calls_seen = 0;
+    std::unique_ptr<Sampler> strict_json;
+    if (reply && !req.strict_tools.empty()) {
+        if (!m.tokenize_markup("<|open|>json type=\"object\"<|sep|>", &strict_open, &e) ||
+            !m.tokenize_markup("json<|sep|><|close|>call<|sep|>", &strict_close, &e))
+            return *err = server_error("cannot tokenize the strict tool-call markup: " + e), false;
+    }
+    auto strict_schema = [&](const std::string &name) -> const std::string * {
+        for (const auto &t : req.strict_tools)
+            if (t.first == name) return &t.second;
+        return nullptr;
+    };
     std::vector<int32_t> history = prompt;
     std::string text;  // plain path: everything decoded so far (cut at a stop string)
     size_t sent = 0;   // how much of it (plain: text; K3: content) has been delivered
@@ -402,8 +422,15 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         if (std::chrono::steady_clock::now() >= deadline) break;
         const bool thinking_now = reply && reply->in_think();
         int32_t id;
-        if (!forced.empty()) {
+        const bool forcing = !forced.empty() && ((size_t)produced < forced.size() || !req.forced_then_sample);
+        if (forcing) {
             id = (size_t)produced < forced.size() ? forced[(size_t)produced] : (stop_tok >= 0 ? stop_tok : m.eos());
+        } else if (strict_pos < strict_queue.size()) {
+            id = strict_queue[strict_pos++];
+        } else if (strict_json) {
+            id = strict_json->sample(logits.data(), V, history);
+            // The end token (<|close|>): the JSON is complete; close the tags.
+            if (id == plan.mk.close) strict_json.reset(), strict_queue = strict_close, strict_pos = 0;
         } else {
             // The schema governs the answer: not the think channel, and not
             // a tag header being written (K3's <|close|>think<|sep|>).
@@ -433,6 +460,25 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         } else {
             if (detok) text += detok->push(id);
             if (req.kind == Endpoint::completion) res->tokens.push_back(id);
+        }
+        // A call to a strict tool has just been opened (its header is
+        // complete): its arguments go through the schema (not while the
+        // test hook is still forcing the text).
+        if (reply && !strict_open.empty() && reply->calls().size() > calls_seen && reply->in_call() &&
+            (forced.empty() || (size_t)produced >= forced.size())) {
+            calls_seen = reply->calls().size();
+            if (const std::string *schema = strict_schema(reply->calls().back().name)) {
+                SamplingParams sp = req.sampling;
+                sp.constrained = true;
+                sp.json_schema = *schema;
+                sp.seed = req.sampling.seed + calls_seen;
+                sp.end_tokens = {plan.mk.close};
+                strict_json = m.new_sampler(sp, &serr);
+                if (!strict_json)
+                    return *err = bad_request("a strict tool's parameters cannot be enforced: " + serr, "tools"), false;
+                strict_queue = strict_open;
+                strict_pos = 0;
+            }
         }
         // A stop string cannot begin before `sent`: a text that might start
         // one is never delivered (stop_holdback).

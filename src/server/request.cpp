@@ -269,6 +269,45 @@ bool parse_response_format(const nlohmann::ordered_json &rf, GenRequest *r, ApiE
     return true;
 }
 
+// tools[i].function.strict: the parameters schema is checked now, like
+// response_format's, so a strict tool the constrained decoder cannot
+// enforce is refused before it takes a slot.
+bool parse_strict_tools(const nlohmann::ordered_json &tools, GenRequest *r, ApiError *err) {
+    if (!tools.is_array()) return true;
+    for (size_t i = 0; i < tools.size(); i++) {
+        const auto &t = tools[i];
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+        const auto &f = t["function"];
+        const std::string p = "tools[" + std::to_string(i) + "].function";
+        if (!f.contains("strict") || f["strict"].is_null()) continue;
+        if (!f["strict"].is_boolean()) return *err = bad_request("'" + p + ".strict' must be a boolean", p + ".strict"), false;
+        if (!f["strict"].get<bool>()) continue;
+        if (!f.contains("name") || !f["name"].is_string() || f["name"].get<std::string>().empty())
+            return *err = bad_request("'" + p + ".name' must be a non-empty string", p + ".name"), false;
+        // No parameters: the function takes an empty object.
+        const nlohmann::ordered_json none = {{"type", "object"}, {"properties", nlohmann::ordered_json::object()},
+                                             {"additionalProperties", false}};
+        const nlohmann::ordered_json &schema = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : none;
+        if (!schema.is_object())
+            return *err = bad_request("'" + p + ".parameters' must be an object", p + ".parameters"), false;
+        if (!schema.contains("type") || schema["type"] != "object")
+            return *err = bad_request("'" + p + ".parameters' must be a schema of type 'object' under strict: true",
+                                      p + ".parameters"),
+                   false;
+        const std::string text = schema.dump();
+        char why[512];
+        if (sluice_json_schema_check(text.data(), text.size(), why, sizeof why) != SLUICE_OK)
+            return *err = bad_request("'" + p + ".parameters' cannot be enforced under strict: true: " + why,
+                                      p + ".parameters"),
+                   false;
+        const std::string name = f["name"].get<std::string>();
+        bool seen = false;
+        for (const auto &st : r->strict_tools) seen |= st.first == name;
+        if (!seen) r->strict_tools.emplace_back(name, text);
+    }
+    return true;
+}
+
 bool parse_prompt(const json &o, GenRequest *r, ApiError *err) {
     auto it = o.find("prompt");
     if (it == o.end() || it->is_null()) return *err = bad_request("'prompt' is required", "prompt"), false;
@@ -364,6 +403,7 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
         const auto ordered = nlohmann::ordered_json::parse(body);
         if (!parse_messages(ordered, r, err)) return false;
         if (!parse_response_format(r->chat.response_format, r, err)) return false;
+        if (!parse_strict_tools(r->chat.tools, r, err)) return false;
     } else if (!parse_prompt(o, r, err)) {
         return false;
     }

@@ -39,9 +39,14 @@ struct GenRequest {
     // json_schema holds the schema's JSON text): enforced by constrained decoding.
     std::string response_format;
     std::string json_schema;
+    // Tools declared with "strict": true (name, parameters schema as JSON
+    // text): a call to one of them writes its arguments under the schema
+    // by constrained decoding (K3 markup, generate.cpp).
+    std::vector<std::pair<std::string, std::string>> strict_tools;
     // Test only (sluice serve --test-forced-output): the reply's tokens are
     // this text's (markup mode) instead of the model's choices.
     std::string forced_output;
+    bool forced_then_sample = false;  // after the forced text, the model samples on
     // completion: the prompt as text, or as token ids
     bool prompt_is_ids = false;
     std::string prompt_text;

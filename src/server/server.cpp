@@ -311,7 +311,11 @@ void Server::routes() {
                                          "model_not_found", "model"));
             gr.default_thinking = opt_.default_thinking;
             if (kind == Endpoint::chat && !opt_.forced_outputs.empty())
-                gr.forced_output = opt_.forced_outputs[forced_next_++ % opt_.forced_outputs.size()];
+            {
+                const auto &fo = opt_.forced_outputs[forced_next_++ % opt_.forced_outputs.size()];
+                gr.forced_output = fo.text;
+                gr.forced_then_sample = fo.then_sample;
+            }
             const auto deadline = opt_.request_timeout_s > 0
                                       ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                                            std::chrono::duration<double>(opt_.request_timeout_s))

@@ -45,8 +45,15 @@ struct ServerOptions {
     std::vector<std::string> aliases;  // more ids clients may name the model by (--alias)
     bool default_thinking = true;      // K3: think unless a request says otherwise (--no-thinking: false)
     // Test only (--test-forced-output FILE): each chat request's reply is the
-    // next of these texts (in turn) instead of the model's choices.
-    std::vector<std::string> forced_outputs;
+    // next of these texts (in turn) instead of the model's choices; with
+    // then_sample, the text is a prefix and the model samples on after it.
+    struct ForcedOutput {
+        std::string text;
+        bool then_sample = false;
+        ForcedOutput(std::string t, bool sample = false) : text(std::move(t)), then_sample(sample) {}
+        ForcedOutput(const char *t) : text(t) {}
+    };
+    std::vector<ForcedOutput> forced_outputs;
 };
 
 class Server {

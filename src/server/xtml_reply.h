@@ -44,6 +44,9 @@ public:
     bool in_think() const { return !header_ && !stack_.empty() && stack_.back() == "think"; }
     // A tag header is being written (between <|open|>/<|close|> and <|sep|>).
     bool in_header() const { return header_.has_value(); }
+    // Directly inside a <|open|>call ...<|sep|> element: its header is
+    // complete and no argument or json child is open.
+    bool in_call() const { return !header_ && !arg_ && !json_ && !stack_.empty() && stack_.back() == "call"; }
     const std::string &reasoning() const { return reasoning_; }
     const std::string &content() const { return content_; }
     const std::vector<XToolCall> &calls() const { return calls_; }

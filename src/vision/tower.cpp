@@ -178,13 +178,12 @@ void rotate(float *v, int hd, const float *cs, const float *sn) {
     }
 }
 
-inline float gelu_tanh(float z) {
-    const double x = z;
-    return (float)(0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
-}
-inline float gelu_erf(float z) {
-    const double x = z;
-    return (float)(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+// Elementwise, so any split across threads gives the same bits.
+void gelu(const Ops &ops, void (*f)(float *, int64_t), float *x, int64_t n) {
+    ops.pool->parallel_for((n + 1023) / 1024, 4, [&](int64_t b0, int64_t b1) {
+        const int64_t lo = b0 * 1024, hi = std::min(n, b1 * 1024);
+        f(x + lo, hi - lo);
+    });
 }
 
 }  // namespace
@@ -196,7 +195,7 @@ Status encode(const VisionTower &t, const Ops &ops, const float *pixels, Grid g,
                          " is not even, at least 2x2 and within max_patches " + std::to_string(c.max_patches));
     const int64_t L = (int64_t)g.gh * g.gw, D = c.D, Q = c.Q, F = c.F, T = c.T, nh = c.nh, hd = c.hd();
     std::vector<float> x((size_t)(L * D)), y((size_t)(L * D)), qkv((size_t)(L * 3 * Q)), o((size_t)(L * Q)),
-        h((size_t)(L * std::max(F, D))), E;
+        h((size_t)(L * std::max(F, D))), kT((size_t)(L * Q)), E;
     ops.matmul(t.patch, pixels, kPatchValues, L, x.data(), D);
     position_grid(t, g, &E);
     for (int64_t i = 0; i < L * D; i++) x[(size_t)i] = x[(size_t)i] + E[(size_t)i];
@@ -224,40 +223,32 @@ Status encode(const VisionTower &t, const Ops &ops, const float *pixels, Grid g,
                 rotate(row + hh * hd, (int)hd, cs.data() + p * half, sn.data() + p * half);          // q
                 rotate(row + Q + hh * hd, (int)hd, cs.data() + p * half, sn.data() + p * half);      // k
             }
-        // Full bidirectional attention within the image, per head. Scores,
-        // softmax and the weighted sum in double, rounded once: each
-        // (head, patch) output is computed in a fixed order by one thread,
-        // so the thread count never changes it.
+        // Full bidirectional attention within the image, per head
+        // (quant/tower_math.h): each (head, patch) row is computed in a
+        // fixed order by one thread, identically on every backend, so
+        // neither the thread count nor the backend changes it. Keys are
+        // transposed per head first so the scores vectorise across keys.
+        ops.pool->parallel_for(nh * hd, 16, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; i++) {
+                const int64_t hh = i / hd, e = i % hd;
+                float *dst = kT.data() + (hh * hd + e) * L;
+                const float *src = qkv.data() + Q + hh * hd + e;
+                for (int64_t j = 0; j < L; j++) dst[j] = src[j * 3 * Q];
+            }
+        });
         ops.pool->parallel_for(nh * L, 4, [&](int64_t i0, int64_t i1) {
-            std::vector<double> s((size_t)L), acc((size_t)hd);
+            std::vector<double> scratch((size_t)(L + hd));
             for (int64_t i = i0; i < i1; i++) {
                 const int64_t hh = i / L, p = i % L;
-                const float *q = qkv.data() + p * 3 * Q + hh * hd;
-                double mx = -INFINITY;
-                for (int64_t j = 0; j < L; j++) {
-                    const float *k = qkv.data() + j * 3 * Q + Q + hh * hd;
-                    double d = 0.0;
-                    for (int64_t e = 0; e < hd; e++) d += (double)q[e] * (double)k[e];
-                    s[(size_t)j] = d * scale;
-                    mx = std::max(mx, s[(size_t)j]);
-                }
-                double sum = 0.0;
-                for (int64_t j = 0; j < L; j++) sum += (s[(size_t)j] = std::exp(s[(size_t)j] - mx));
-                std::fill(acc.begin(), acc.end(), 0.0);
-                for (int64_t j = 0; j < L; j++) {
-                    const float *v = qkv.data() + j * 3 * Q + 2 * Q + hh * hd;
-                    const double a = s[(size_t)j];
-                    for (int64_t e = 0; e < hd; e++) acc[(size_t)e] += a * (double)v[e];
-                }
-                float *out = o.data() + p * Q + hh * hd;
-                for (int64_t e = 0; e < hd; e++) out[e] = (float)(acc[(size_t)e] / sum);
+                ops.k->attn_row(qkv.data() + p * 3 * Q + hh * hd, kT.data() + hh * hd * L, L, hd,
+                                qkv.data() + 2 * Q + hh * hd, 3 * Q, scale, scratch.data(), o.data() + p * Q + hh * hd);
             }
         });
         ops.matmul(b.wo, o.data(), Q, L, y.data(), D);
         for (int64_t i = 0; i < L * D; i++) x[(size_t)i] = x[(size_t)i] + y[(size_t)i];
         for (int64_t p = 0; p < L; p++) rmsnorm(x.data() + p * D, b.norm1.data(), D, kTowerEps, y.data() + p * D);
         ops.matmul(b.fc0, y.data(), D, L, h.data(), F);
-        for (int64_t i = 0; i < L * F; i++) h[(size_t)i] = gelu_tanh(h[(size_t)i]);
+        gelu(ops, ops.k->gelu_tanh, h.data(), L * F);
         ops.matmul(b.fc1, h.data(), F, L, y.data(), D);
         for (int64_t i = 0; i < L * D; i++) x[(size_t)i] = x[(size_t)i] + y[(size_t)i];
     }
@@ -275,7 +266,7 @@ Status encode(const VisionTower &t, const Ops &ops, const float *pixels, Grid g,
             for (int k = 0; k < 4; k++) std::memcpy(dst + k * D, y.data() + src[k] * D, (size_t)D * 4);
         }
     ops.matmul(t.proj0, m.data(), 4 * D, N, hp.data(), 4 * D);
-    for (auto &v : hp) v = gelu_erf(v);
+    gelu(ops, ops.k->gelu_erf, hp.data(), (int64_t)hp.size());
     ops.matmul(t.proj2, hp.data(), 4 * D, N, u.data(), T);
     emb->resize((size_t)(N * T));
     for (int64_t n = 0; n < N; n++) rmsnorm(u.data() + n * T, t.post_norm.data(), T, kProjectorEps, emb->data() + n * T);

@@ -8,6 +8,7 @@
 
 #include "api/ctx.h"
 #include "fixtures_util.h"
+#include "quant/kernels.h"
 #include "sluice/sluice.h"
 
 namespace fs = std::filesystem;
@@ -121,23 +122,43 @@ TEST(VisionTower, RandomPixelsMatchWarp) {
 
 TEST(VisionTower, ImagesMatchWarpAndAreInvariant) {
     NEED_FIXTURES();
-    // Thread count and kernel backend change timing, never results.
-    sluice_ctx *a = open_ctx(1, 0, 1, SLUICE_BACKEND_SCALAR), *b = open_ctx(1, 0, 2, SLUICE_BACKEND_AUTO);
-    ASSERT_TRUE(a && b);
+    // Thread count and kernel backend change timing, never results: the
+    // scalar set on one thread is the reference; every set this CPU runs, on
+    // 2 or 3 threads, must give its bits.
+    sluice_ctx *a = open_ctx(1, 0, 1, SLUICE_BACKEND_SCALAR);
+    ASSERT_TRUE(a);
+    std::vector<std::pair<std::string, sluice_ctx *>> others;
+    for (auto [be, label] : {std::pair{SLUICE_BACKEND_SCALAR, "scalar"}, {SLUICE_BACKEND_AVX2, "avx2"},
+                             {SLUICE_BACKEND_AVX512, "avx512"}, {SLUICE_BACKEND_NEON, "neon"}}) {
+        const sluice::Kernels *k = nullptr;
+        const char *why = nullptr;
+        if (!sluice::select_kernels(be, &k, &why)) {
+            std::printf("%s: not compared (%s)\n", label, why);
+            continue;
+        }
+        const int threads = be == SLUICE_BACKEND_AVX2 || be == SLUICE_BACKEND_NEON ? 2 : 3;
+        sluice_ctx *c = open_ctx(1, 0, threads, be);
+        ASSERT_TRUE(c);
+        others.emplace_back(std::string(label) + "/" + std::to_string(threads) + " threads", c);
+    }
     for (const char *name : {"img_a", "img_b"}) {
-        std::vector<float> px = read_f32(vdir() + "/out/" + name + ".pixels.f32"), ea, eb;
+        std::vector<float> px = read_f32(vdir() + "/out/" + name + ".pixels.f32"), ea;
         const sluice::vision::Grid g = std::string(name) == "img_a" ? sluice::vision::Grid{4, 6}
                                                                     : sluice::vision::Grid{26, 38};
         ASSERT_TRUE(a->engine.image_encode_pixels(px.data(), g, &ea).is_ok());
-        ASSERT_TRUE(b->engine.image_encode_pixels(px.data(), g, &eb).is_ok());
-        ASSERT_EQ(ea.size(), eb.size());
-        EXPECT_EQ(std::memcmp(ea.data(), eb.data(), ea.size() * 4), 0) << name << ": scalar/1 thread vs auto/2 threads";
-        DiffStats d = diff_stats(eb, read_f32(vdir() + "/out/" + name + ".embed.f32"));
+        for (auto &[label, c] : others) {
+            std::vector<float> eb;
+            ASSERT_TRUE(c->engine.image_encode_pixels(px.data(), g, &eb).is_ok());
+            ASSERT_EQ(ea.size(), eb.size());
+            EXPECT_EQ(std::memcmp(ea.data(), eb.data(), ea.size() * 4), 0) << name << ": scalar/1 thread vs " << label;
+        }
+        std::printf("%s: %zu backend/thread settings bit-identical to scalar/1 thread\n", name, others.size());
+        DiffStats d = diff_stats(ea, read_f32(vdir() + "/out/" + name + ".embed.f32"));
         print((std::string(name) + " embeddings vs warp").c_str(), d);
         EXPECT_LE(d.max_abs, 5e-5);
     }
     sluice_close(a);
-    sluice_close(b);
+    for (auto &o : others) sluice_close(o.second);
 }
 
 // The three prompts: ids, expansion, logits on the chunked and the
@@ -177,11 +198,12 @@ TEST(VisionTower, PromptsMatchWarp) {
             if (chunk == 1 && c.contains("logits_stepwise")) ref = c["logits_stepwise"];
             DiffStats d = diff_stats(logits, read_f32(vdir() + "/out/" + ref));
             print((name + (chunk == 1 ? " step" : " chunked") + " logits vs warp").c_str(), d);
-            // prompt3 (the image 5 tokens before the end) amplifies the
-            // tower's ~1e-5 distance from warp: 2.0-2.9e-4 across float and
-            // double forms of GELU and rotary, while the text model alone
-            // (warp's embeddings spliced in, PromptsWithWarpEmbeddings) is
-            // 1.75e-4 (docs/LEARNED.md, 2026-12-03). Still far under the
+            // prompt3 is ill-conditioned in its image rows (a 1e-6 change
+            // moves its logits ~7e-5): warp itself is 2.47e-4 from the
+            // float64 oracle there, the engine 5.1e-5 (vision_oracle checks
+            // the engine against the oracle at 1e-4 on both paths). Being
+            // within 2e-4 of warp would mean reproducing warp's float32
+            // rounding (docs/LEARNED.md, 2026-12-03). 3e-4 stays under the
             // 6e-4 a swapped GELU form produces.
             const double tol = name == "prompt3" ? 3e-4 : 2e-4;
             EXPECT_LE(d.max_abs, tol) << name;

@@ -176,10 +176,12 @@ class Model:
         self.vq4p_ties = []                # entries closer than TIE_BAND to a .5
 
     # ------------------------------------------------------------ forward
-    def forward(self, ids, trace=None):
+    def forward(self, ids, trace=None, rows=None):
         """Feed ids at positions pos, pos+1, ...; return logits [n, V] (f64).
 
         trace: optional list; (layer, stage, [n, d] tensor) tuples are appended.
+        rows: optional {index in ids: [d] vector} input rows that replace the
+        embedding row there (the image splice, VISION.md 6.3).
         """
         cfg = self.cfg
         n = len(ids)
@@ -188,6 +190,8 @@ class Model:
         idx = torch.tensor([t if 0 <= t < emb.shape[0] else 0 for t in ids],
                            dtype=torch.long)
         x = emb[idx].clone()
+        for i, v in (rows or {}).items():
+            x[i] = torch.as_tensor(v, dtype=x.dtype)
         rec = (lambda L, st, v: trace.append((L, st, v.clone()))) if trace is not None \
             else (lambda L, st, v: None)
         rec(-1, "embed", x)
