@@ -506,6 +506,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         reply->finish();
         if (!reply->calls().empty()) finish = "tool_calls";
         res->message = reply->message();
+        mark_invalid_arguments(&res->message);
         res->reasoning_tokens = reasoning_tokens;
     } else if (!stopped_by_string && detok) {
         text += detok->flush();

@@ -164,6 +164,7 @@ bool stream_events(StreamState &st, httplib::DataSink &sink) {
                 const auto &calls = g.message["tool_calls"];
                 for (size_t i = 0; ok && i < calls.size(); i++) {
                     json tc = {{"index", i}, {"function", {{"arguments", utf8_sanitize(calls[i]["function"]["arguments"].get<std::string>())}}}};
+                    if (calls[i].contains("error")) tc["error"] = calls[i]["error"];  // arguments that do not parse
                     ok = write(chat_chunk(st.head, json{{"tool_calls", json::array({tc})}}, nullptr, ""));
                 }
             }

@@ -253,4 +253,24 @@ ordered_json XtmlReply::message() const {
     return m;
 }
 
+int mark_invalid_arguments(ordered_json *message) {
+    if (!message->contains("tool_calls") || !(*message)["tool_calls"].is_array()) return 0;
+    int n = 0;
+    size_t i = 0;
+    for (auto &tc : (*message)["tool_calls"]) {
+        const std::string args = tc["function"]["arguments"].get<std::string>();
+        try {
+            (void)nlohmann::json::parse(args);
+        } catch (const nlohmann::json::parse_error &e) {
+            tc["error"] = ordered_json{
+                {"type", "invalid_arguments"},
+                {"message", "tool call " + std::to_string(i) + " (" + tc["function"]["name"].get<std::string>() +
+                                "): its arguments are not valid JSON: " + e.what()}};
+            n++;
+        }
+        i++;
+    }
+    return n;
+}
+
 }  // namespace sluice::server

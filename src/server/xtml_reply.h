@@ -76,4 +76,11 @@ private:
     std::string pending_;  // text path: held-back bytes
 };
 
+// A raw json block the model wrote badly passes on verbatim as the call's
+// `arguments` (CHAT_K3.md's parser, and the fixtures, keep it so), but an
+// agent must not discover that by crashing on json.loads: every call whose
+// arguments do not parse gets an "error" object naming the call and the
+// parse error. Returns how many calls were marked.
+int mark_invalid_arguments(nlohmann::ordered_json *message);
+
 }  // namespace sluice::server

@@ -135,6 +135,38 @@ void expect_message(const XtmlReply &r, const ordered_json &want, const std::str
 
 }  // namespace
 
+// Issue 18: "arguments are valid JSON, or an error the client can see". The
+// fixture's broken json block stays verbatim (warp's message, byte for
+// byte), and the server marks that call, and only that call.
+TEST(ChatK3Fixtures, InvalidArgumentsAreMarkedNotHidden) {
+    LOAD_OR_SKIP("parse_cases.json", d);
+    bool seen = false;
+    for (const auto &c : d["cases"]) {
+        if (c["name"] != "two_calls_json_block") continue;
+        seen = true;
+        XtmlReply r(c["prompt_left_open"].get<std::string>());
+        r.feed_scan(c["output_text"].get<std::string>());
+        r.finish();
+        ordered_json m = r.message();
+        EXPECT_EQ(m.dump(), c["message"].dump()) << "the parse itself stays warp's";
+        EXPECT_EQ(mark_invalid_arguments(&m), 1);
+        ASSERT_EQ(m["tool_calls"].size(), 2u);
+        ASSERT_TRUE(m["tool_calls"][0].contains("error"));
+        EXPECT_EQ(m["tool_calls"][0]["error"]["type"], "invalid_arguments");
+        const std::string msg = m["tool_calls"][0]["error"]["message"].get<std::string>();
+        EXPECT_NE(msg.find("tool call 0 (search)"), std::string::npos) << msg;
+        EXPECT_EQ(m["tool_calls"][0]["function"]["arguments"], c["message"]["tool_calls"][0]["function"]["arguments"]);
+        EXPECT_FALSE(m["tool_calls"][1].contains("error")) << "call 2's arguments parse";
+    }
+    ASSERT_TRUE(seen) << "parse_cases.json lost its two_calls_json_block case";
+    // Valid arguments, typed or raw, are never marked.
+    ordered_json ok = {{"role", "assistant"},
+                       {"tool_calls", {{{"id", "c"}, {"type", "function"},
+                                        {"function", {{"name", "f"}, {"arguments", "{\"a\": [1, 2]}"}}}}}}};
+    EXPECT_EQ(mark_invalid_arguments(&ok), 0);
+    EXPECT_FALSE(ok["tool_calls"][0].contains("error"));
+}
+
 TEST(ChatK3Fixtures, ParseCases) {
     LOAD_OR_SKIP("parse_cases.json", d);
     int n = 0;
