@@ -417,9 +417,26 @@ int cmd_plan(const std::string &model, const Common &c) {
 
 int cmd_synth(const sluice::SynthOptions &o) {
     const bool tty = ::isatty(2);
+    std::fprintf(stderr, "%s", sluice::describe_synth(o).c_str());
+    const double total_gb = (double)sluice::synth_sizes(o).total / 1e9;
     auto t0 = std::chrono::steady_clock::now();
+    double last_t = -1, last_f = -1;
     sluice::Status st = sluice::run_synth(o, [&](const std::string &what, double f) {
-        if (tty) std::fprintf(stderr, "\r%s %5.1f%%", what.c_str(), 100 * f);
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (tty) {
+            if (t - last_t < 0.2 && f < 1.0) return;  // redraw at most 5 times a second
+            last_t = t;
+            char bar[41];
+            const int n = (int)(f * 40);
+            for (int i = 0; i < 40; i++) bar[i] = i < n ? '#' : '.';
+            bar[40] = 0;
+            std::fprintf(stderr, "\r%s [%s] %5.1f%%  %6.1f / %.1f GB  %4.0f s left ", what.c_str(), bar, 100 * f,
+                         f * total_gb, total_gb, f > 0.01 ? t / f - t : 0.0);
+        } else if ((int)(f * 10) != (int)(last_f * 10)) {
+            // Not a terminal (a log, CI): one line per tenth.
+            std::fprintf(stderr, "%s %3.0f%%  %.1f / %.1f GB  %.0f s\n", what.c_str(), 100 * f, f * total_gb, total_gb, t);
+        }
+        last_f = f;
     });
     if (tty) std::fprintf(stderr, "\n");
     if (!st) {
@@ -512,6 +529,17 @@ int main(int argc, char **argv) {
     syn->add_option("--jobs,-j", so.jobs, "writer threads")->check(CLI::Range(1, 64));
     bool vq4p = false;
     syn->add_flag("--vq4p", vq4p, "VQ4P experts (4 stages of 64 entries, 6-bit codes)");
+    std::string family = "kimi-linear";
+    syn->add_option("--family", family,
+                    "kimi-linear (Kimi-Linear-48B's shape) or k3 (Kimi K3's text model with its real expert "
+                    "records, 32 experts per layer, 2048-wide trunk, ~42 GB); shape options given override it")
+        ->check(CLI::IsMember({"kimi-linear", "k3"}));
+    syn->add_option("--r-lat", so.r_lat, "latent MoE width (k3)")->check(CLI::Range(8, 65536));
+    syn->add_option("--q-lora", so.q_lora, "MLA query rank (k3)")->check(CLI::Range(1, 65536));
+    syn->add_option("--attn-res-block", so.attn_res_block, "Attention Residuals block size (k3)")->check(CLI::Range(1, 128));
+    syn->add_option("--shared", so.shared, "shared experts")->check(CLI::Range(0, 64));
+    syn->add_option("--mla-every", so.mla_every, "every Nth layer (and the last) is MLA")->check(CLI::Range(1, 128));
+    syn->add_option("--first-dense", so.first_dense, "leading dense layers")->check(CLI::Range(0, 128));
 
     auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
     plan->add_option("model", model, "container directory")->required();
@@ -552,6 +580,25 @@ int main(int argc, char **argv) {
     if (*gen) return cmd_generate(model, common, ids, n, stats);
     if (*syn) {
         if (vq4p) so.stages = 4, so.index_bits = 6;
+        if (family == "k3") {
+            // The K3 preset, then whatever shape options were given on top.
+            sluice::SynthOptions k = sluice::k3_shape();
+            k.out = so.out, k.seed = so.seed, k.jobs = so.jobs, k.trunk_bits = so.trunk_bits;
+            k.stages = so.stages, k.index_bits = so.index_bits;
+            const std::pair<const char *, int sluice::SynthOptions::*> given[] = {
+                {"--layers", &sluice::SynthOptions::layers},       {"--hidden", &sluice::SynthOptions::hidden},
+                {"--vocab", &sluice::SynthOptions::vocab},         {"--experts", &sluice::SynthOptions::experts},
+                {"--top-k", &sluice::SynthOptions::top_k},         {"--moe-inter", &sluice::SynthOptions::moe_inter},
+                {"--inter", &sluice::SynthOptions::inter},         {"--heads", &sluice::SynthOptions::heads},
+                {"--kda-heads", &sluice::SynthOptions::kda_heads}, {"--kda-dim", &sluice::SynthOptions::kda_dim},
+                {"--kv-lora", &sluice::SynthOptions::kv_lora},     {"--r-lat", &sluice::SynthOptions::r_lat},
+                {"--q-lora", &sluice::SynthOptions::q_lora},       {"--attn-res-block", &sluice::SynthOptions::attn_res_block},
+                {"--shared", &sluice::SynthOptions::shared},       {"--mla-every", &sluice::SynthOptions::mla_every},
+                {"--first-dense", &sluice::SynthOptions::first_dense}};
+            for (const auto &g : given)
+                if (syn->count(g.first)) k.*(g.second) = so.*(g.second);
+            so = k;
+        }
         return cmd_synth(so);
     }
     if (*plan) return cmd_plan(model, common);
