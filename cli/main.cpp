@@ -415,6 +415,63 @@ int cmd_plan(const std::string &model, const Common &c) {
     return 0;
 }
 
+struct PlanConfigArgs {
+    std::string config, trace, policy;
+    double disk_gbps = 0;
+};
+
+// `sluice plan --config`: the model's sizes and, for a few machine sizes,
+// the budget sluice would choose and what it projects.
+int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
+    std::string trace = a.trace;
+    const char *dflt = "../shared/traces/kimi-linear-48b-route-150.jsonl";
+    if (trace.empty() && ::access(dflt, R_OK) == 0) trace = dflt;
+    const uint64_t rams[] = {16, 24, 32, 64, 128};
+    auto gb = [](double b) { return b / 1e9; };
+    sluice_config_plan cp[5];
+    char err[512] = {0};
+    for (int i = 0; i < 5; i++) {
+        if (sluice_plan_config(a.config.c_str(), rams[i] << 30, c.ctx_len, trace.empty() ? nullptr : trace.c_str(),
+                               a.policy.empty() ? nullptr : a.policy.c_str(), a.disk_gbps, &cp[i], err,
+                               sizeof err) != SLUICE_OK) {
+            std::fprintf(stderr, "sluice plan: %s\n", err);
+            return 1;
+        }
+    }
+    const sluice_config_plan &p = cp[0];
+    std::printf("plan for %s (%s) at the default recipe (Q4G trunk, Q8G embedding and head, VQ3R experts), context %d\n",
+                a.config.c_str(), p.family, p.plan.context);
+    std::printf("  container on disk   %8.1f GB  (trunk.bin %.1f GB, experts %.1f GB)\n", gb(p.container_bytes),
+                gb(p.trunk_file_bytes), gb(p.expert_bytes));
+    std::printf("  experts             %d MoE layers x %d, top-%d, record %.2f MiB; a token's working set %.1f GB\n",
+                p.moe_layers, p.experts, p.top_k, p.plan.record_bytes / 1048576.0, gb(p.plan.working_set));
+    std::printf("  trunk (resident)    %8.1f GB  (the embedding stays on disk)\n", gb(p.plan.trunk));
+    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records)\n",
+                gb(p.plan.floor));
+    std::printf("  hit rate            %s\n",
+                trace.empty() ? "not projected: no routing trace (give --trace)"
+                              : ("replaying " + trace + " through the " + (a.policy.empty() ? "freq" : a.policy) +
+                                 " policy, the cache scaled to the same fraction of the expert set")
+                                    .c_str());
+    std::printf("  tok/s               %s\n",
+                a.disk_gbps > 0 ? ("I/O bound at " + std::to_string(a.disk_gbps).substr(0, 5) +
+                                   " GB/s: disk rate / expert bytes read per token (compute not counted)")
+                                      .c_str()
+                                : "not projected: give --disk-gbps (a measured read rate)");
+    std::printf("\n| RAM GB | fits | budget GB | expert cache GB | cache / expert set | hit rate | GB read/token | tok/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < 5; i++) {
+        const sluice_config_plan &q = cp[i];
+        char hit[32] = "-", tps[32] = "-";
+        if (q.hit_rate >= 0) std::snprintf(hit, sizeof hit, "%.1f %%", 100 * q.hit_rate);
+        if (q.tok_per_s > 0) std::snprintf(tps, sizeof tps, "%.2f", q.tok_per_s);
+        std::printf("| %llu | %s | %.1f | %.1f | %.1f %% | %s | %.2f | %s |\n", (unsigned long long)rams[i],
+                    q.fits ? "yes" : "NO: floor over 3/4 of RAM", gb(q.plan.budget), gb(q.plan.cache),
+                    100 * q.cache_fraction, hit, gb(q.read_bytes_per_token), tps);
+    }
+    return 0;
+}
+
 int cmd_synth(const sluice::SynthOptions &o) {
     const bool tty = ::isatty(2);
     std::fprintf(stderr, "%s", sluice::describe_synth(o).c_str());
@@ -542,7 +599,15 @@ int main(int argc, char **argv) {
     syn->add_option("--first-dense", so.first_dense, "leading dense layers")->check(CLI::Range(0, 128));
 
     auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
-    plan->add_option("model", model, "container directory")->required();
+    plan->add_option("model", model, "container directory");
+    PlanConfigArgs pc;
+    plan->add_option("--config", pc.config, "a Hugging Face config.json: plan the model before downloading it");
+    plan->add_option("--disk-gbps", pc.disk_gbps, "measured disk read rate in GB/s, for the projected tok/s")
+        ->check(CLI::Range(0.0, 1000.0));
+    plan->add_option("--trace", pc.trace,
+                     "routing trace (JSONL) replayed for the projected hit rate (default: "
+                     "../shared/traces/kimi-linear-48b-route-150.jsonl when present)");
+    plan->add_option("--policy", pc.policy, "cache policy for the replay (default freq)");
     add_common(plan, &common);
     auto serve_cmd = sluice::add_serve_command(app);
 
@@ -601,7 +666,14 @@ int main(int argc, char **argv) {
         }
         return cmd_synth(so);
     }
-    if (*plan) return cmd_plan(model, common);
+    if (*plan) {
+        if (!pc.config.empty()) return cmd_plan_config(pc, common);
+        if (model.empty()) {
+            std::fprintf(stderr, "sluice plan: give a container directory or --config config.json\n");
+            return 2;
+        }
+        return cmd_plan(model, common);
+    }
     if (int trc; sluice::run_text_command(*text_cmds, &trc)) return trc;
     if (int prc; sluice::run_perplexity_command(*ppl_cmd, &prc)) return prc;
     return 2;

@@ -204,7 +204,8 @@ Layout layout(const SynthOptions &o) {
     l.is_kda.resize((size_t)o.layers);
     for (int L = 0; L < o.layers; L++) {
         const int one = L + 1;
-        l.is_kda[(size_t)L] = !(one % o.mla_every == 0 || one == o.layers);
+        l.is_kda[(size_t)L] = o.kda_layers.empty() ? !(one % o.mla_every == 0 || one == o.layers)
+                                                   : std::find(o.kda_layers.begin(), o.kda_layers.end(), one) != o.kda_layers.end();
     }
     l.trunk = plan_trunk(o, l.is_kda);
     uint64_t off = 0;
@@ -229,6 +230,92 @@ Layout layout(const SynthOptions &o) {
     return l;
 }
 
+// manifest.json for a shape: what run_synth commits last, and what `sluice
+// plan --config` parses to plan a model it has no container for.
+std::string manifest_text(const SynthOptions &o, const Layout &lay) {
+    const std::vector<bool> &is_kda = lay.is_kda;
+    const std::vector<Tensor> &trunk = lay.trunk;
+    const std::vector<int> &moe = lay.moe;
+    const cv::RecordGeom &g = lay.g;
+    const int E = o.index_bits == 6 ? 64 : 256, S = o.stages;
+    nlohmann::json kda_layers = nlohmann::json::array(), full_layers = nlohmann::json::array();
+    for (int L = 0; L < o.layers; L++) (is_kda[(size_t)L] ? kda_layers : full_layers).push_back(L + 1);
+    nlohmann::ordered_json m;
+    m["format_version"] = 0;
+    m["arch"] = "kimi_linear";
+    m["tensor_prefix"] = o.k3 ? "language_model." : "";
+    m["config"] = {{"model_type", "kimi_linear"},
+                   {"architectures", {"KimiLinearForCausalLM"}},
+                   {"hidden_size", o.hidden},
+                   {"num_hidden_layers", o.layers},
+                   {"vocab_size", o.vocab},
+                   {"num_attention_heads", o.heads},
+                   {"intermediate_size", o.inter},
+                   {"moe_intermediate_size", o.moe_inter},
+                   {"num_experts", o.experts},
+                   {"num_experts_per_token", o.top_k},
+                   {"num_shared_experts", o.shared},
+                   {"first_k_dense_replace", o.first_dense},
+                   {"routed_scaling_factor", 2.446},
+                   {"moe_renormalize", true},
+                   {"kv_lora_rank", o.kv_lora},
+                   {"q_lora_rank", o.q_lora > 0 ? nlohmann::ordered_json(o.q_lora) : nlohmann::ordered_json()},
+                   {"qk_nope_head_dim", o.d_nope},
+                   {"qk_rope_head_dim", o.d_rope},
+                   {"v_head_dim", o.d_v},
+                   {"mla_use_nope", true},
+                   {"rms_norm_eps", 1e-5},
+                   {"eos_token_id", 1},
+                   {"linear_attn_config",
+                    {{"num_heads", o.kda_heads}, {"head_dim", o.kda_dim}, {"short_conv_kernel_size", 4},
+                     {"kda_layers", kda_layers}}}};
+    if (o.k3) {
+        // K3's text config as the converter flattens it (MODEL.md §1.1, §12.2).
+        auto &c = m["config"];
+        c["routed_scaling_factor"] = 1.0;
+        c["q_lora_rank"] = o.q_lora;
+        c["mla_use_output_gate"] = true;
+        c["hidden_act"] = "situ";
+        c["activation_situ_beta"] = 4.0;
+        c["activation_situ_linear_beta"] = 25.0;
+        c["routed_expert_hidden_size"] = o.r_lat;
+        c["latent_moe_use_norm"] = true;
+        c["attn_res_block_size"] = o.attn_res_block;
+        c["linear_attn_config"]["full_attn_layers"] = full_layers;
+        c["linear_attn_config"]["use_full_rank_gate"] = true;
+        c["linear_attn_config"]["gate_lower_bound"] = -5.0;
+        c["_outer"] = {{"architectures", {"KimiK3ForConditionalGeneration"}}};
+    }
+    m["expert_quant"] = {{"fmt", o.index_bits == 6 ? "VQ4P" : (S == 2 ? "VQ2R" : "VQ3R")},
+                         {"stages", S},
+                         {"vec_dim", 8},
+                         {"entries", E},
+                         {"index_block", 64},
+                         {"index_bits", o.index_bits},
+                         {"bits_per_weight", (double)S * o.index_bits / 8.0}};
+    nlohmann::ordered_json layers = nlohmann::ordered_json::object();
+    for (size_t j = 0; j < moe.size(); j++)
+        layers[std::to_string(moe[j])] = {{"file", "experts-L" + std::to_string(moe[j]) + ".bin"},
+                                          {"experts", o.experts},
+                                          {"bytes", (uint64_t)o.experts * g.stride},
+                                          {"codebook_base", (int)(j * 3 * S)}};
+    m["layers"] = layers;
+    nlohmann::ordered_json tr = nlohmann::ordered_json::array();
+    for (const Tensor &t : trunk) {
+        nlohmann::ordered_json e = {{"name", t.name}, {"fmt", t.fmt}, {"off", t.off}, {"shape", t.shape}};
+        if (t.fmt != 0) {
+            e["group"] = 128;
+            e["scale_off"] = t.scale_off;
+        }
+        e["bytes"] = t.bytes;
+        tr.push_back(e);
+    }
+    m["trunk"] = tr;
+    m["provenance"] = {{"converter", "sluice synth"}, {"seed", o.seed}, {"trunk_bits", o.trunk_bits}};
+    if (o.k3) m["provenance"]["family"] = "k3";
+    return m.dump(1);
+}
+
 Status check_shape(const SynthOptions &o) {
     if (o.out.empty()) return arg_error("synth: --out is required");
     if (o.layers < 1 || o.layers > 128 || o.hidden < 8 || o.hidden % 8 || o.vocab < 1 || o.experts < 0 ||
@@ -238,8 +325,10 @@ Status check_shape(const SynthOptions &o) {
         return arg_error("synth: index_bits 6 needs stages 4 (VQ4P)");
     if (o.r_lat < 0 || o.r_lat % 8 || o.q_lora < 0 || o.attn_res_block < 0)
         return arg_error("synth: r_lat must be a non-negative multiple of 8; q_lora and attn_res_block non-negative");
-    if (!o.k3 && (o.r_lat || o.q_lora || o.attn_res_block))
-        return arg_error("synth: r_lat, q_lora and attn_res_block are K3 features (--family k3)");
+    if (!o.k3 && (o.r_lat || o.attn_res_block))
+        return arg_error("synth: r_lat and attn_res_block are K3 features (--family k3)");
+    for (int k : o.kda_layers)
+        if (k < 1 || k > o.layers) return arg_error("synth: kda layer " + std::to_string(k) + " is not in 1.." + std::to_string(o.layers));
     return Status::ok();
 }
 
@@ -270,6 +359,8 @@ SynthOptions k3_shape() {
     o.attn_res_block = 12;
     return o;
 }
+
+std::string synth_manifest(const SynthOptions &o) { return manifest_text(o, layout(o)); }
 
 SynthSizes synth_sizes(const SynthOptions &o) {
     const Layout l = layout(o);
@@ -330,9 +421,6 @@ Status run_synth(const SynthOptions &o, const SynthProgress &progress) {
             return io_error(o.out + ": needs " + std::to_string(z.total / 1000000) + " MB, only " +
                             std::to_string((sp.available + existing) / 1000000) + " MB free");
     }
-    const std::vector<bool> &is_kda = lay.is_kda;
-    nlohmann::json kda_layers = nlohmann::json::array(), full_layers = nlohmann::json::array();
-    for (int L = 0; L < o.layers; L++) (is_kda[(size_t)L] ? kda_layers : full_layers).push_back(L + 1);
     std::vector<Tensor> &trunk = lay.trunk;
     const int E = o.index_bits == 6 ? 64 : 256, S = o.stages;
     const cv::RecordGeom g = lay.g;
@@ -445,80 +533,7 @@ Status run_synth(const SynthOptions &o, const SynthProgress &progress) {
         SLUICE_TRY(st);
     }
 
-    nlohmann::ordered_json m;
-    m["format_version"] = 0;
-    m["arch"] = "kimi_linear";
-    m["tensor_prefix"] = o.k3 ? "language_model." : "";
-    m["config"] = {{"model_type", "kimi_linear"},
-                   {"architectures", {"KimiLinearForCausalLM"}},
-                   {"hidden_size", o.hidden},
-                   {"num_hidden_layers", o.layers},
-                   {"vocab_size", o.vocab},
-                   {"num_attention_heads", o.heads},
-                   {"intermediate_size", o.inter},
-                   {"moe_intermediate_size", o.moe_inter},
-                   {"num_experts", o.experts},
-                   {"num_experts_per_token", o.top_k},
-                   {"num_shared_experts", o.shared},
-                   {"first_k_dense_replace", o.first_dense},
-                   {"routed_scaling_factor", 2.446},
-                   {"moe_renormalize", true},
-                   {"kv_lora_rank", o.kv_lora},
-                   {"q_lora_rank", nullptr},
-                   {"qk_nope_head_dim", o.d_nope},
-                   {"qk_rope_head_dim", o.d_rope},
-                   {"v_head_dim", o.d_v},
-                   {"mla_use_nope", true},
-                   {"rms_norm_eps", 1e-5},
-                   {"eos_token_id", 1},
-                   {"linear_attn_config",
-                    {{"num_heads", o.kda_heads}, {"head_dim", o.kda_dim}, {"short_conv_kernel_size", 4},
-                     {"kda_layers", kda_layers}}}};
-    if (o.k3) {
-        // K3's text config as the converter flattens it (MODEL.md §1.1, §12.2).
-        auto &c = m["config"];
-        c["routed_scaling_factor"] = 1.0;
-        c["q_lora_rank"] = o.q_lora;
-        c["mla_use_output_gate"] = true;
-        c["hidden_act"] = "situ";
-        c["activation_situ_beta"] = 4.0;
-        c["activation_situ_linear_beta"] = 25.0;
-        c["routed_expert_hidden_size"] = o.r_lat;
-        c["latent_moe_use_norm"] = true;
-        c["attn_res_block_size"] = o.attn_res_block;
-        c["linear_attn_config"]["full_attn_layers"] = full_layers;
-        c["linear_attn_config"]["use_full_rank_gate"] = true;
-        c["linear_attn_config"]["gate_lower_bound"] = -5.0;
-        c["_outer"] = {{"architectures", {"KimiK3ForConditionalGeneration"}}};
-    }
-    m["expert_quant"] = {{"fmt", o.index_bits == 6 ? "VQ4P" : (S == 2 ? "VQ2R" : "VQ3R")},
-                         {"stages", S},
-                         {"vec_dim", 8},
-                         {"entries", E},
-                         {"index_block", 64},
-                         {"index_bits", o.index_bits},
-                         {"bits_per_weight", (double)S * o.index_bits / 8.0}};
-    nlohmann::ordered_json layers = nlohmann::ordered_json::object();
-    for (size_t j = 0; j < moe.size(); j++)
-        layers[std::to_string(moe[j])] = {{"file", "experts-L" + std::to_string(moe[j]) + ".bin"},
-                                          {"experts", o.experts},
-                                          {"bytes", (uint64_t)o.experts * g.stride},
-                                          {"codebook_base", (int)(j * 3 * S)}};
-    m["layers"] = layers;
-    nlohmann::ordered_json tr = nlohmann::ordered_json::array();
-    for (const Tensor &t : trunk) {
-        nlohmann::ordered_json e = {{"name", t.name}, {"fmt", t.fmt}, {"off", t.off}, {"shape", t.shape}};
-        if (t.fmt != 0) {
-            e["group"] = 128;
-            e["scale_off"] = t.scale_off;
-        }
-        e["bytes"] = t.bytes;
-        tr.push_back(e);
-    }
-    m["trunk"] = tr;
-    m["provenance"] = {{"converter", "sluice synth"}, {"seed", o.seed}, {"trunk_bits", o.trunk_bits}};
-    if (o.k3) m["provenance"]["family"] = "k3";
-    const std::string text = m.dump(1);
+    const std::string text = manifest_text(o, lay);
     const std::string tmp = o.out + "/manifest.json.tmp";
     int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return io_error(tmp + ": cannot create");

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 
@@ -31,6 +32,9 @@ struct SynthOptions {
     // latent MoE whose routed experts see r_lat values instead of the hidden.
     bool k3 = false;
     int q_lora = 0, r_lat = 0, attn_res_block = 0;
+    // 1-based KDA layers; empty: every layer but each mla_every-th and the
+    // last. A model with no KDA layers at all (DeepSeek) sets mla_every 1.
+    std::vector<int> kda_layers;
 };
 
 // Kimi K3's text model at its real expert scale, sized for one machine:
@@ -45,6 +49,9 @@ struct SynthSizes {
     int moe_layers = 0, kda_layers = 0, mla_layers = 0;
 };
 SynthSizes synth_sizes(const SynthOptions &o);
+
+// The manifest.json the shape would get, without writing anything.
+std::string synth_manifest(const SynthOptions &o);
 
 // A few lines: the shape, its sizes, and (for K3) why it differs from the
 // real model.
