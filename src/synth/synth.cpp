@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
@@ -378,7 +379,12 @@ SynthSizes synth_sizes(const SynthOptions &o) {
 
 std::string describe_synth(const SynthOptions &o) {
     const SynthSizes z = synth_sizes(o);
-    auto gb = [](uint64_t b) { return std::to_string((double)b / 1e9).substr(0, std::to_string((double)b / 1e9).find('.') + 3); };
+    auto two = [](double v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%.2f", v);
+        return std::string(buf);
+    };
+    auto gb = [&](uint64_t b) { return two((double)b / 1e9); };
     std::string s;
     s += std::string(o.k3 ? "Kimi K3" : "Kimi-Linear") + " shape: " + std::to_string(o.layers) + " layers (" +
          std::to_string(z.kda_layers) + " KDA, " + std::to_string(z.mla_layers) + " MLA, " + std::to_string(z.moe_layers) +
@@ -386,7 +392,7 @@ std::string describe_synth(const SynthOptions &o) {
     s += "  experts: " + std::to_string(o.experts) + " per layer, top-" + std::to_string(o.top_k) + ", " +
          std::to_string(o.shared) + " shared, I " + std::to_string(o.moe_inter) +
          (o.r_lat > 0 ? ", latent r_lat " + std::to_string(o.r_lat) : std::string()) + ", record " +
-         std::to_string((double)z.record_bytes / 1048576.0).substr(0, 5) + " MiB\n";
+         two((double)z.record_bytes / 1048576.0) + " MiB\n";
     if (o.k3)
         s += "  K3 features: AttnRes every " + std::to_string(o.attn_res_block) + " layers, SiTU, q_lora " +
              std::to_string(o.q_lora) + ", gated MLA output, full-rank KDA gate with bounded decay\n";
