@@ -105,9 +105,15 @@ def main():
         sys.exit("usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512]")
     model = sys.argv[1]
     rounds, trace, ttft512 = 2, None, True
+    caches, gen = None, 32
     a = sys.argv[2:]
     while a:
         if a[0] == "--rounds": rounds = int(a[1]); a = a[2:]
+        # Expert caches in GB, the same for both engines: warp WASTE_CACHE_MB,
+        # sluice a budget of floor + that cache (bench_budget --cache-bytes;
+        # the floor holds the trunk); 0 = no cache for both (issue 14).
+        elif a[0] == "--caches": caches = [float(x) for x in a[1].split(",")]; a = a[2:]
+        elif a[0] == "--gen": gen = int(a[1]); a = a[2:]
         elif a[0] == "--replay": trace = a[1]; a = a[2:]
         elif a[0] == "--no-ttft512": ttft512 = False; a = a[1:]
         else: sys.exit(f"vs_warp: unknown option {a[0]}")
@@ -129,6 +135,15 @@ def main():
     configs = [("cache", 2048, ["3G", "--io-depth", str(qd)], "warp WASTE_CACHE_MB=2048 vs sluice --budget 3G"),
                ("nocache", 0, ["3G", "--no-cache", "1", "--io-depth", str(qd)],
                 "warp WASTE_CACHE_MB=0 vs sluice --no-cache")]
+    if caches is not None:
+        configs = []
+        for gb in caches:
+            if gb == 0:
+                configs.append(("nocache", 0, ["0", "--no-cache", "1", "--io-depth", str(qd)],
+                                "cache 0: warp WASTE_CACHE_MB=0 vs sluice --no-cache (budget = floor)"))
+            else:
+                configs.append((f"cache{gb:g}", int(gb * 1024), ["0", "--cache-bytes", f"{gb:g}G", "--io-depth", str(qd)],
+                                f"cache {gb:g} GiB: warp WASTE_CACHE_MB={int(gb * 1024)} vs sluice floor + {gb:g} GiB"))
     res = {c[0]: {"warp": [], "sluice": []} for c in configs}
     for rnd in range(rounds):
         for name, mb, sargs, _ in configs:
@@ -136,9 +151,9 @@ def main():
             for eng in order:
                 drop_caches()
                 if eng == "warp":
-                    res[name]["warp"].append(warp(model, ids16, 32, mb))
+                    res[name]["warp"].append(warp(model, ids16, gen, mb))
                 else:
-                    res[name]["sluice"].append(sluice(model, sargs + ["--threads", "2", "--prompt", "16", "--gen", "32"]))
+                    res[name]["sluice"].append(sluice(model, sargs + ["--threads", "2", "--prompt", "16", "--gen", str(gen)]))
     failed = []
     print()
     print("| config | engine | open s | prefill 16 s | TTFT s | decode tok/s | whole process s | GB read | "
@@ -171,18 +186,20 @@ def main():
     if ttft512:
         ids512 = prompt_ids(512, V)
         t = {"warp": [], "sluice": []}
+        # The largest cache of the run (2 GiB / 3G by default); sluice's
+        # chunk is the memory plan's default.
+        big = max(configs, key=lambda c: c[1])
         for eng in ("warp", "sluice"):
             drop_caches()
             if eng == "warp":
-                t["warp"].append(warp(model, ids512, 1, 2048))
+                t["warp"].append(warp(model, ids512, 1, big[1]))
             else:
-                t["sluice"].append(sluice(model, ["3G", "--io-depth", str(qd), "--threads", "2", "--prompt", "512",
-                                                  "--gen", "1"]))
-        print(f"time to first token, 512-token prompt (warp cache 2048 MiB, sluice --budget 3G): warp "
+                t["sluice"].append(sluice(model, big[2] + ["--threads", "2", "--prompt", "512", "--gen", "1"]))
+        print(f"time to first token, 512-token prompt ({big[3]}): warp "
               f"{t['warp'][0]['ttft_s']:.1f} s, sluice {t['sluice'][0]['ttft_s']:.1f} s "
               f"({t['warp'][0]['ttft_s'] / t['sluice'][0]['ttft_s']:.2f}x)")
-        print(f"time to first token, 16-token prompt: warp {med([r['ttft_s'] for r in res['cache']['warp']]):.2f} s, "
-              f"sluice {med([r['ttft_s'] for r in res['cache']['sluice']]):.2f} s")
+        print(f"time to first token, 16-token prompt: warp {med([r['ttft_s'] for r in res[big[0]]['warp']]):.2f} s, "
+              f"sluice {med([r['ttft_s'] for r in res[big[0]]['sluice']]):.2f} s")
 
     if trace:
         print(f"\nROUTE REPLAY of {trace} (benchmark only: real access pattern, meaningless logits), sluice, "

@@ -415,11 +415,85 @@ int cmd_plan(const std::string &model, const Common &c) {
     return 0;
 }
 
+struct PlanConfigArgs {
+    std::string config, trace, policy;
+    double disk_gbps = 0;
+};
+
+// `sluice plan --config`: the model's sizes and, for a few machine sizes,
+// the budget sluice would choose and what it projects.
+int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
+    std::string trace = a.trace;
+    const char *dflt = "../shared/traces/kimi-linear-48b-route-150.jsonl";
+    if (trace.empty() && ::access(dflt, R_OK) == 0) trace = dflt;
+    const uint64_t rams[] = {16, 24, 32, 64, 128};
+    auto gb = [](double b) { return b / 1e9; };
+    sluice_config_plan cp[5];
+    char err[512] = {0};
+    for (int i = 0; i < 5; i++) {
+        if (sluice_plan_config(a.config.c_str(), rams[i] << 30, c.ctx_len, trace.empty() ? nullptr : trace.c_str(),
+                               a.policy.empty() ? nullptr : a.policy.c_str(), a.disk_gbps, &cp[i], err,
+                               sizeof err) != SLUICE_OK) {
+            std::fprintf(stderr, "sluice plan: %s\n", err);
+            return 1;
+        }
+    }
+    const sluice_config_plan &p = cp[0];
+    std::printf("plan for %s (%s) at the default recipe (Q4G trunk, Q8G embedding and head, VQ3R experts), context %d\n",
+                a.config.c_str(), p.family, p.plan.context);
+    std::printf("  container on disk   %8.1f GB  (trunk.bin %.1f GB, experts %.1f GB)\n", gb(p.container_bytes),
+                gb(p.trunk_file_bytes), gb(p.expert_bytes));
+    std::printf("  experts             %d MoE layers x %d, top-%d, record %.2f MiB; a token's working set %.1f GB\n",
+                p.moe_layers, p.experts, p.top_k, p.plan.record_bytes / 1048576.0, gb(p.plan.working_set));
+    std::printf("  trunk (resident)    %8.1f GB  (the embedding stays on disk)\n", gb(p.plan.trunk));
+    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records)\n",
+                gb(p.plan.floor));
+    std::printf("  hit rate            %s\n",
+                trace.empty() ? "not projected: no routing trace (give --trace)"
+                              : ("replaying " + trace + " through the " + (a.policy.empty() ? "freq" : a.policy) +
+                                 " policy, the cache scaled to the same fraction of the expert set")
+                                    .c_str());
+    std::printf("  tok/s               %s\n",
+                a.disk_gbps > 0 ? ("I/O bound at " + std::to_string(a.disk_gbps).substr(0, 5) +
+                                   " GB/s: disk rate / expert bytes read per token (compute not counted)")
+                                      .c_str()
+                                : "not projected: give --disk-gbps (a measured read rate)");
+    std::printf("\n| RAM GB | fits | budget GB | expert cache GB | cache / expert set | hit rate | GB read/token | tok/s |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < 5; i++) {
+        const sluice_config_plan &q = cp[i];
+        char hit[32] = "-", tps[32] = "-";
+        if (q.hit_rate >= 0) std::snprintf(hit, sizeof hit, "%.1f %%", 100 * q.hit_rate);
+        if (q.tok_per_s > 0) std::snprintf(tps, sizeof tps, "%.2f", q.tok_per_s);
+        std::printf("| %llu | %s | %.1f | %.1f | %.1f %% | %s | %.2f | %s |\n", (unsigned long long)rams[i],
+                    q.fits ? "yes" : "NO: floor over 3/4 of RAM", gb(q.plan.budget), gb(q.plan.cache),
+                    100 * q.cache_fraction, hit, gb(q.read_bytes_per_token), tps);
+    }
+    return 0;
+}
+
 int cmd_synth(const sluice::SynthOptions &o) {
     const bool tty = ::isatty(2);
+    std::fprintf(stderr, "%s", sluice::describe_synth(o).c_str());
+    const double total_gb = (double)sluice::synth_sizes(o).total / 1e9;
     auto t0 = std::chrono::steady_clock::now();
+    double last_t = -1, last_f = -1;
     sluice::Status st = sluice::run_synth(o, [&](const std::string &what, double f) {
-        if (tty) std::fprintf(stderr, "\r%s %5.1f%%", what.c_str(), 100 * f);
+        const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (tty) {
+            if (t - last_t < 0.2 && f < 1.0) return;  // redraw at most 5 times a second
+            last_t = t;
+            char bar[41];
+            const int n = (int)(f * 40);
+            for (int i = 0; i < 40; i++) bar[i] = i < n ? '#' : '.';
+            bar[40] = 0;
+            std::fprintf(stderr, "\r%s [%s] %5.1f%%  %6.1f / %.1f GB  %4.0f s left ", what.c_str(), bar, 100 * f,
+                         f * total_gb, total_gb, f > 0.01 ? t / f - t : 0.0);
+        } else if ((int)(f * 10) != (int)(last_f * 10)) {
+            // Not a terminal (a log, CI): one line per tenth.
+            std::fprintf(stderr, "%s %3.0f%%  %.1f / %.1f GB  %.0f s\n", what.c_str(), 100 * f, f * total_gb, total_gb, t);
+        }
+        last_f = f;
     });
     if (tty) std::fprintf(stderr, "\n");
     if (!st) {
@@ -512,9 +586,28 @@ int main(int argc, char **argv) {
     syn->add_option("--jobs,-j", so.jobs, "writer threads")->check(CLI::Range(1, 64));
     bool vq4p = false;
     syn->add_flag("--vq4p", vq4p, "VQ4P experts (4 stages of 64 entries, 6-bit codes)");
+    std::string family = "kimi-linear";
+    syn->add_option("--family", family,
+                    "kimi-linear (Kimi-Linear-48B's shape) or k3 (Kimi K3's text model with its real expert "
+                    "records, 32 experts per layer, 2048-wide trunk, ~42 GB); shape options given override it")
+        ->check(CLI::IsMember({"kimi-linear", "k3"}));
+    syn->add_option("--r-lat", so.r_lat, "latent MoE width (k3)")->check(CLI::Range(8, 65536));
+    syn->add_option("--q-lora", so.q_lora, "MLA query rank (k3)")->check(CLI::Range(1, 65536));
+    syn->add_option("--attn-res-block", so.attn_res_block, "Attention Residuals block size (k3)")->check(CLI::Range(1, 128));
+    syn->add_option("--shared", so.shared, "shared experts")->check(CLI::Range(0, 64));
+    syn->add_option("--mla-every", so.mla_every, "every Nth layer (and the last) is MLA")->check(CLI::Range(1, 128));
+    syn->add_option("--first-dense", so.first_dense, "leading dense layers")->check(CLI::Range(0, 128));
 
     auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
-    plan->add_option("model", model, "container directory")->required();
+    plan->add_option("model", model, "container directory");
+    PlanConfigArgs pc;
+    plan->add_option("--config", pc.config, "a Hugging Face config.json: plan the model before downloading it");
+    plan->add_option("--disk-gbps", pc.disk_gbps, "measured disk read rate in GB/s, for the projected tok/s")
+        ->check(CLI::Range(0.0, 1000.0));
+    plan->add_option("--trace", pc.trace,
+                     "routing trace (JSONL) replayed for the projected hit rate (default: "
+                     "../shared/traces/kimi-linear-48b-route-150.jsonl when present)");
+    plan->add_option("--policy", pc.policy, "cache policy for the replay (default freq)");
     add_common(plan, &common);
     auto serve_cmd = sluice::add_serve_command(app);
 
@@ -552,9 +645,35 @@ int main(int argc, char **argv) {
     if (*gen) return cmd_generate(model, common, ids, n, stats);
     if (*syn) {
         if (vq4p) so.stages = 4, so.index_bits = 6;
+        if (family == "k3") {
+            // The K3 preset, then whatever shape options were given on top.
+            sluice::SynthOptions k = sluice::k3_shape();
+            k.out = so.out, k.seed = so.seed, k.jobs = so.jobs, k.trunk_bits = so.trunk_bits;
+            k.stages = so.stages, k.index_bits = so.index_bits;
+            const std::pair<const char *, int sluice::SynthOptions::*> given[] = {
+                {"--layers", &sluice::SynthOptions::layers},       {"--hidden", &sluice::SynthOptions::hidden},
+                {"--vocab", &sluice::SynthOptions::vocab},         {"--experts", &sluice::SynthOptions::experts},
+                {"--top-k", &sluice::SynthOptions::top_k},         {"--moe-inter", &sluice::SynthOptions::moe_inter},
+                {"--inter", &sluice::SynthOptions::inter},         {"--heads", &sluice::SynthOptions::heads},
+                {"--kda-heads", &sluice::SynthOptions::kda_heads}, {"--kda-dim", &sluice::SynthOptions::kda_dim},
+                {"--kv-lora", &sluice::SynthOptions::kv_lora},     {"--r-lat", &sluice::SynthOptions::r_lat},
+                {"--q-lora", &sluice::SynthOptions::q_lora},       {"--attn-res-block", &sluice::SynthOptions::attn_res_block},
+                {"--shared", &sluice::SynthOptions::shared},       {"--mla-every", &sluice::SynthOptions::mla_every},
+                {"--first-dense", &sluice::SynthOptions::first_dense}};
+            for (const auto &g : given)
+                if (syn->count(g.first)) k.*(g.second) = so.*(g.second);
+            so = k;
+        }
         return cmd_synth(so);
     }
-    if (*plan) return cmd_plan(model, common);
+    if (*plan) {
+        if (!pc.config.empty()) return cmd_plan_config(pc, common);
+        if (model.empty()) {
+            std::fprintf(stderr, "sluice plan: give a container directory or --config config.json\n");
+            return 2;
+        }
+        return cmd_plan(model, common);
+    }
     if (int trc; sluice::run_text_command(*text_cmds, &trc)) return trc;
     if (int prc; sluice::run_perplexity_command(*ppl_cmd, &prc)) return prc;
     return 2;

@@ -344,6 +344,32 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
 /* The plan an open context runs under. */
 sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out);
 
+/* Plans a model from its Hugging Face config.json alone, before any weights
+ * exist: the container it converts to at the default recipe (Q4G trunk, Q8G
+ * embedding and head, VQ3R experts), and the memory plan on a machine with
+ * ram_bytes of RAM (budget chosen as for budget 0). With a routing trace
+ * (route_trace.h's JSONL; NULL for none) the hit rate is projected by
+ * replaying it through the engine's cache policy (policy NULL = default)
+ * with a cache holding the same fraction of the expert set as this plan's
+ * cache does; without one hit_rate is -1. disk_gbps > 0 projects the
+ * I/O-bound decode rate: disk_gbps / expert bytes read per token. */
+typedef struct sluice_config_plan {
+    char family[32];                /* "kimi-k3", "kimi-linear" or "deepseek" (V3 / R1 / K2) */
+    uint64_t container_bytes;       /* on disk: trunk.bin + expert banks + codebooks */
+    uint64_t trunk_file_bytes;      /* trunk.bin (the embedding included; it stays on disk) */
+    uint64_t expert_bytes;          /* all expert banks */
+    int32_t moe_layers, experts, top_k;
+    sluice_memory_plan plan;        /* trunk, floor, budget, cache at ram_bytes */
+    int32_t fits;                   /* 1 when the floor fits under 3/4 of ram_bytes */
+    double cache_fraction;          /* cache records / all expert records */
+    double hit_rate;                /* projected; -1 without a trace */
+    double read_bytes_per_token;    /* working set x (1 - hit rate); the whole working set without a trace */
+    double tok_per_s;               /* disk_gbps * 1e9 / read_bytes_per_token; 0 without disk_gbps */
+} sluice_config_plan;
+sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_bytes, int32_t context,
+                                 const char *trace_path, const char *policy, double disk_gbps,
+                                 sluice_config_plan *out, char *err, size_t err_cap);
+
 /* ------------------------------------------------------------------------
  * Diagnostics: VQ4P rounding decisions (MODEL.md §2.3, §11)
  *

@@ -2,6 +2,7 @@
 #include "sluice/sluice.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -12,6 +13,9 @@
 #include "api/ctx.h"
 #include "api/fingerprint.h"
 #include "model/engine.h"
+#include "runtime/cache_replay.h"
+#include "runtime/memory_plan.h"
+#include "synth/config_plan.h"
 #include "vision/config.h"
 
 namespace {
@@ -366,6 +370,69 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
         sluice::vision::VisionConfig vc;
         if (sluice::vision::load_vision_config(path, m.cfg, &vc)) out->vision = sluice::vision::vision_plan_bytes(m, vc);
     }
+    return SLUICE_OK;
+}
+
+sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_bytes, int32_t context,
+                                 const char *trace_path, const char *policy, double disk_gbps,
+                                 sluice_config_plan *out, char *err, size_t err_cap) {
+    auto set_err = [&](const std::string &m) {
+        if (err && err_cap) copy_str(err, err_cap, m);
+    };
+    if (!config_json_path || !out || ram_bytes == 0 || !(disk_gbps >= 0)) {
+        set_err("sluice_plan_config: config path, out and ram_bytes are required; disk_gbps >= 0");
+        return SLUICE_E_ARG;
+    }
+    if (context <= 0) context = 4096;
+    *out = sluice_config_plan{};
+    std::string text, family;
+    sluice::Status st = sluice::read_whole_file(config_json_path, (size_t)16 << 20, &text);
+    sluice::SynthOptions o;
+    if (st) st = sluice::shape_from_hf_config(text, config_json_path, &o, &family);
+    sluice::Manifest m;
+    // The manifest the config converts to, planned by the engine's own rules.
+    if (st) st = sluice::parse_manifest(sluice::synth_manifest(o), std::string(config_json_path) + " (as converted)", &m);
+    sluice::MemoryPlan p;
+    if (st) st = sluice::plan_memory_for_ram(m, 0, context, 64, ram_bytes, "as given", &p);
+    if (!st) {
+        set_err(st.message());
+        return st.code();
+    }
+    const sluice::SynthSizes z = sluice::synth_sizes(o);
+    copy_str(out->family, sizeof out->family, family);
+    out->container_bytes = z.total;
+    out->trunk_file_bytes = z.trunk_bytes;
+    out->expert_bytes = z.expert_bytes;
+    out->moe_layers = z.moe_layers;
+    out->experts = o.experts;
+    out->top_k = o.top_k;
+    fill_plan(p, context, &out->plan);
+    out->fits = p.floor <= ram_bytes / 4 * 3;
+    const double all_records = (double)z.moe_layers * (double)o.experts;
+    const double cache_records = p.record ? (double)(p.cache / p.record) : 0.0;
+    out->cache_fraction = all_records > 0 ? std::min(1.0, cache_records / all_records) : 0.0;
+    out->hit_rate = -1;
+    if (trace_path && *trace_path) {
+        sluice::RouteTrace tr;
+        if (sluice::Status ts = sluice::load_route_trace(trace_path, &tr); !ts) {
+            set_err(ts.message());
+            return ts.code();
+        }
+        // The trace's own expert set, scaled to the same cache fraction:
+        // the projection carries the trace's reuse, not its model's size.
+        const size_t trace_set = (size_t)tr.moe_layers * (size_t)(tr.max_expert + 1);
+        const size_t cap = (size_t)std::llround(out->cache_fraction * (double)trace_set);
+        auto pol = sluice::make_cache_policy(policy && *policy ? policy : "freq", cap);
+        if (!pol) {
+            set_err(std::string("sluice_plan_config: unknown cache policy '") + policy + "' (" +
+                    sluice::cache_policy_names() + ")");
+            return SLUICE_E_ARG;
+        }
+        out->hit_rate = sluice::replay_policy(tr, *pol, cap).hit_rate();
+    }
+    const double ws = (double)p.working_set;
+    out->read_bytes_per_token = ws * (out->hit_rate >= 0 ? 1.0 - out->hit_rate : 1.0);
+    out->tok_per_s = disk_gbps > 0 && out->read_bytes_per_token > 0 ? disk_gbps * 1e9 / out->read_bytes_per_token : 0.0;
     return SLUICE_OK;
 }
 

@@ -58,6 +58,13 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
                    const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes) {
+    std::string source;
+    const uint64_t ram = ram_limit_bytes(cgroup_root, proc_cgroup, &source);
+    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes);
+}
+
+Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
+                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     for (const TrunkEntry &t : m.trunk) {
@@ -104,7 +111,8 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
                 (128ull << 20);
     p.vision = vision_bytes;
     p.floor = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision;
-    p.ram_limit = ram_limit_bytes(cgroup_root, proc_cgroup, &p.ram_source);
+    p.ram_limit = ram_limit;
+    p.ram_source = ram_source;
 
     if (budget == 0) {
         const uint64_t cap = p.ram_limit / 4 * 3;

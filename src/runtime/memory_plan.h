@@ -38,6 +38,11 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
                    const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes = 0);
 
+// The same with the RAM limit given instead of read from this machine: what
+// `sluice plan --config` uses to plan for machines other than this one.
+Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
+                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0);
+
 // "2G", "1.5GiB", "512M", "1073741824" -> bytes. False on junk.
 bool parse_size(const std::string &s, uint64_t *out);
 std::string format_size(uint64_t bytes);
