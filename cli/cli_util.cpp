@@ -116,7 +116,7 @@ std::string checkpoint_hint(const std::string &path) {
     if (fs::exists(fs::path(path) / "config.json", ec) && safetensors)
         return path + " is a Hugging Face checkpoint, not a container: run `sluice convert --src " + path +
                " --out OUT.waste` first";
-    return path + ": not a container (no manifest.json)";
+    return {};  // the library's open names what is missing
 }
 
 const char *newline_if_mid_line(bool stdout_ends_line) {

@@ -20,8 +20,8 @@ void print_startup_progress(void *user, const char *stage, double fraction);
 // Ends a redrawn progress line (after a failed open).
 void end_startup_progress();
 
-// "" when path looks like a container (or does not exist); otherwise a
-// one-line explanation, e.g. for a Hugging Face checkpoint folder.
+// A one-line explanation when path is a Hugging Face checkpoint folder
+// (config.json and *.safetensors, no manifest.json); "" otherwise.
 std::string checkpoint_hint(const std::string &path);
 
 // "\n" when stdout and stderr are the same file and the text written to

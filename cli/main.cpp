@@ -744,7 +744,9 @@ int main(int argc, char **argv) {
                                 print_stats, nullptr};
     ppl_hooks.quiet = [&] { return common.quiet; };
     auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
-    auto bench_cmd = sluice::add_bench_command(app, ppl_hooks);
+    sluice::TextHooks bench_hooks = ppl_hooks;
+    bench_hooks.before_close = [&](sluice_ctx *ctx) { maybe_learn(ctx, common); };
+    auto bench_cmd = sluice::add_bench_command(app, bench_hooks);
 
     try {
         app.parse(argc, argv);
