@@ -48,6 +48,15 @@ double since(std::chrono::steady_clock::time_point t0) {
 bool run_bench_command(BenchCommand &b, int *rc) {
     if (!*b.sc) return false;
     *rc = 1;
+    // Checked before the model loads: a usage error says so at once.
+    const int ctx_opt = b.sc->count("--ctx") ? b.sc->get_option("--ctx")->as<int>() : 0;
+    const int context = ctx_opt > 0 ? ctx_opt : 4096;  // sluice_config's default
+    if ((int64_t)b.prompt + b.n > context) {
+        std::fprintf(stderr, "sluice bench: --prompt %d + -n %d exceed the context of %d (raise --ctx)\n", b.prompt, b.n,
+                     context);
+        *rc = 2;
+        return true;
+    }
     sluice_ctx *ctx = b.hooks.open(b.model, false);
     if (!ctx) return true;
     auto done = [&](int code) {
@@ -58,11 +67,6 @@ bool run_bench_command(BenchCommand &b, int *rc) {
     };
     sluice_memory_plan plan{};
     sluice_memory_plan_get(ctx, &plan);
-    if ((int64_t)b.prompt + b.n > plan.context) {
-        std::fprintf(stderr, "sluice bench: --prompt %d + -n %d exceed the context of %d (raise --ctx)\n", b.prompt, b.n,
-                     plan.context);
-        return done(2);
-    }
     const int32_t V = sluice_n_vocab(ctx);
     // A fixed prompt of ordinary tokens (below BOS, where the specials start
     // when there is a tokenizer): the same bytes every run, any container.
@@ -136,8 +140,8 @@ bool run_bench_command(BenchCommand &b, int *rc) {
         std::printf("  decode   %10.1f tok/s  (%.3f s)\n", dc, t_decode);
         std::printf("  experts  %5.1f%% of %llu decode fetches found ready (cache %.1f%%, read-ahead %.1f%%)\n",
                     100 * frac(hits + ra), (unsigned long long)fetches, 100 * frac(hits), 100 * frac(ra));
-        std::printf("  reads    %.4f GB per decoded token; %.2f GB/s while reading (%s, %s cache)\n", gb_per_tok,
-                    read_gbs, s2.io_engine, s2.cache_policy);
+        std::printf("  reads    %.4f GB (%.3f MiB) per decoded token; %.2f GB/s while reading (%s, %s cache)\n",
+                    gb_per_tok, (double)dbytes / 1048576.0 / b.n, read_gbs, s2.io_engine, s2.cache_policy);
         std::printf("  memory   peak RSS %.3f GiB of a %.3f GiB budget (%.0f%%)\n", rss / 1073741824.0,
                     plan.budget / 1073741824.0, plan.budget ? 100.0 * (double)rss / (double)plan.budget : 0.0);
     }
