@@ -39,6 +39,10 @@ install(FILES ${CMAKE_SOURCE_DIR}/include/sluice/sluice.h DESTINATION ${CMAKE_IN
 install(TARGETS sluice_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES ${CMAKE_SOURCE_DIR}/python/sluice.py DESTINATION ${CMAKE_INSTALL_DATADIR}/sluice/python)
 
+# Relocatable: the prefix is found from the .pc file's own place, so
+# `cmake --install --prefix ANYWHERE` gives a working sluice.pc.
+file(RELATIVE_PATH SLUICE_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+string(REGEX REPLACE "/$" "" SLUICE_PC_TO_PREFIX "${SLUICE_PC_TO_PREFIX}")
 configure_file(${CMAKE_SOURCE_DIR}/cmake/sluice.pc.in ${CMAKE_BINARY_DIR}/sluice.pc @ONLY)
 install(FILES ${CMAKE_BINARY_DIR}/sluice.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 

@@ -81,9 +81,9 @@ static sluice_status take_lock(sluice_ctx *ctx, const std::string &dir, bool exc
         ::close(fd);
         if (e == EWOULDBLOCK)
             return fail(ctx, SLUICE_E_BUSY,
-                        dir + (exclusive ? ": the container is open in another process (exclusive open refused)"
-                                         : ": another process holds the container exclusively (opened with "
-                                           "exclusive open)"));
+                        dir + (exclusive ? ": the container is open in another process or context (exclusive open refused)"
+                                         : ": another process or context holds the container exclusively (opened "
+                                           "with exclusive open)"));
         if (exclusive)
             return fail(ctx, SLUICE_E_IO, dir + ": cannot lock " + m + " for an exclusive open: " + std::strerror(e));
         return SLUICE_OK;
