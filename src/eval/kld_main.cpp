@@ -443,6 +443,12 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
         out << kUsage;
         return 0;
     }
+    // `sluice kld suite make --help` and the like: the options, exit 0.
+    for (int i = 2; i < argc; ++i)
+        if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+            out << kUsage;
+            return 0;
+        }
     if (cmd == "suite") {
         Status st = cmd_suite(argc, argv, out, h);
         const int rc = finish(st, e);

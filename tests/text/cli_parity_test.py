@@ -217,6 +217,8 @@ def test_exclusive_open():
               "--exclusive-open while another process has the container open: exit 1, busy", err)
         rc, out, err = run(["info", d])
         check(rc == 0, "a plain open beside another plain open works", err)
+        rc, out, err = run(["serve", d, "--exclusive-open", "--port", "0"] + COMMON)
+        check(rc == 1 and "busy" in err, "serve --exclusive-open on a container in use: exit 1, busy", err)
         fcntl.flock(fh, fcntl.LOCK_UN)
         fcntl.flock(fh, fcntl.LOCK_EX)  # held exclusively
         rc, out, err = run(["run", d, PROMPT, "-n", "2"] + COMMON)
@@ -295,6 +297,16 @@ def test_convert_verify_usage():
     rc, out, err = run(["verify", MODEL])
     check(rc == 0 and "verify: OK" in out, "verify MODEL: OK", err)
     usage_error(["verify"], "verify without a container")
+
+
+def test_kld_help_and_errors():
+    rc, out, err = run(["kld", "suite", "make", "--help"])
+    check(rc == 0 and "NAME=FILE:W" in out and "windows of --context T tokens" in out,
+          "kld suite make --help explains NAME=FILE:W", (rc, err))
+    rc, out, err = run(["kld", "suite", "make", "--context", "64"])
+    first = err.strip().splitlines()[0] if err.strip() else ""
+    check(rc == 2 and first.startswith("sluice kld: error") and len(err.strip().splitlines()) <= 2,
+          "kld suite make without --out: the error first, no usage dump", err)
 
 
 def test_synth_tokenizer():
