@@ -190,7 +190,8 @@ TEST(KldReport, RanksRendersAndCountsEveryToken) {
     EXPECT_FALSE(file_exists(html + ".tmp"));
     // Deterministic: the same inputs give the same page byte for byte.
     ASSERT_EQ(report({"--receipts", f.receipt("far"), f.receipt("same"), f.receipt("mid"), f.receipt("near"), "--tokens",
-                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html + "2"},
+                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html + "2",
+                      "--hist-min", "1e-8", "--hist-max", "10"},
                      &out, &er),
               0);
     EXPECT_EQ(read_text(html + "2"), h);
