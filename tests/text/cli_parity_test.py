@@ -267,7 +267,7 @@ def test_dump_routes():
 
 def test_bench():
     rc, out, err = run(["bench", MODEL, "-n", "8", "--prompt", "16"] + COMMON)
-    check(rc == 0 and "prefill" in out and "decode" in out and "peak RSS" in out and "GB per decoded token" in out,
+    check(rc == 0 and "prefill" in out and "decode" in out and "peak RSS" in out and "per decoded token" in out and "GB/s while reading" in out,
           "bench prints prefill, decode, hit rate, GB/token, read rate, peak RSS", out)
     j = json.loads(run(["bench", MODEL, "-n", "8", "--prompt", "16", "--json"] + COMMON)[1])
     check(j["decode_tokens"] == 8 and j["prompt_tokens"] == 16 and 0 <= j["hit_rate"] <= 1 and j["peak_rss_bytes"] > 0,
