@@ -11,6 +11,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 
@@ -74,8 +75,16 @@ const char *sluice_status_name(sluice_status s) {
 // filesystem without flock only matters to exclusive_open.
 static sluice_status take_lock(sluice_ctx *ctx, const std::string &dir, bool exclusive) {
     const std::string m = dir + "/manifest.json";
-    const int fd = ::open(m.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return SLUICE_OK;  // the open that follows names what is wrong
+    // O_NONBLOCK: a FIFO in the manifest's place must not hang the open;
+    // only a regular file is locked (the open that follows refuses the rest
+    // and names what is wrong).
+    const int fd = ::open(m.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return SLUICE_OK;
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        return SLUICE_OK;
+    }
     if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
         const int e = errno;
         ::close(fd);
