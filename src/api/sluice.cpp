@@ -17,6 +17,7 @@
 
 #include "api/ctx.h"
 #include "api/fingerprint.h"
+#include "common/output_path.h"
 #include "model/engine.h"
 #include "runtime/cpu_list.h"
 #include "runtime/route_trace.h"
@@ -290,6 +291,9 @@ sluice_status sluice_route_dump(sluice_ctx *ctx, const char *path) {
     ctx->engine.record_routes(false);
     if (!path) return SLUICE_OK;
     if (!*path) return fail(ctx, SLUICE_E_ARG, "sluice_route_dump: path is empty");
+    // Never a FIFO or device (an open for writing would block or worse).
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty())
+        return fail(ctx, SLUICE_E_IO, "sluice_route_dump: " + why);
     ctx->route_file = std::fopen(path, "w");
     if (!ctx->route_file)
         return fail(ctx, SLUICE_E_IO, std::string("sluice_route_dump: cannot create ") + path + ": " + std::strerror(errno));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sched.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -141,6 +142,12 @@ TEST(OpenOptions, RouteDumpChangesNothingAndSkipsFailedEvals) {
     fs::remove(path);
     EXPECT_EQ(sluice_route_dump(c.c, "/nonexistent-dir/r.jsonl"), SLUICE_E_IO);
     EXPECT_NE(c.err().find("/nonexistent-dir/r.jsonl"), std::string::npos);
+    // A FIFO is refused, not opened (which would block until a reader came).
+    const std::string fifo = path + ".fifo";
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(sluice_route_dump(c.c, fifo.c_str()), SLUICE_E_IO);
+    EXPECT_NE(c.err().find("not a regular file"), std::string::npos) << c.err();
+    fs::remove(fifo);
 }
 
 TEST(OpenOptions, MetadataOnlyReadsNoTrunk) {
