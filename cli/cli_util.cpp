@@ -54,6 +54,12 @@ int read_prompt(const std::string &arg, bool arg_given, const std::string &file,
             *err = "stdin: more than 1 GiB";
             return 1;
         }
+        // Nothing given and nothing piped (an empty or closed stdin): a
+        // missing prompt, not an empty one. `-` asks for stdin explicitly.
+        if (!arg_given && out->empty()) {
+            *err = "no prompt: give PROMPT, --file F, or - (or pipe it) for stdin; stdin was empty";
+            return 2;
+        }
         return 0;
     }
     if (!arg_given) {

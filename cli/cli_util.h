@@ -6,7 +6,8 @@
 namespace sluice {
 
 // The prompt of run / eval / tokenize: PROMPT, `-` (stdin), --file F, or
-// stdin when it is not a terminal and no PROMPT was given. Returns 0 with
+// stdin when it is not a terminal and no PROMPT was given (then it must not
+// be empty). Returns 0 with
 // *out set, 2 for a usage error (*err: one line), 1 when a file cannot be
 // read.
 int read_prompt(const std::string &arg, bool arg_given, const std::string &file, std::string *out, std::string *err);

@@ -104,6 +104,7 @@ def test_prompt_sources():
     ok = rc == 0 and rc2 == 0 and json.loads(p1)["ppl"] == json.loads(p2)["ppl"]
     check(ok, "perplexity reads FILE or - (stdin) with the same result", (err1, err2))
     usage_error(["run", MODEL, PROMPT, "--file", f], "run with PROMPT and --file", "once")
+    usage_error(["run", MODEL], "run without a prompt and an empty stdin", "no prompt")
     usage_error(["run", MODEL, "--file", os.path.join(WORK, "missing.txt")], "run --file of a missing file")
 
 
