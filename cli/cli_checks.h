@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
+
+#include "runtime/cpu_list.h"
 
 namespace sluice {
 
@@ -27,6 +30,18 @@ inline CLI::Validator unsigned_integer() {
             return {};
         },
         "UINT");
+}
+
+// A CPU list as taskset writes it ("0-5", "0-2,6-8"); the library checks
+// that the CPUs exist for this process when it opens.
+inline CLI::Validator cpu_list() {
+    return CLI::Validator(
+        [](std::string &s) -> std::string {
+            std::vector<int> v;
+            std::string err;
+            return parse_cpu_list(s, &v, &err) ? std::string() : err;
+        },
+        "LIST");
 }
 
 }  // namespace sluice

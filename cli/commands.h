@@ -46,6 +46,11 @@ struct TextHooks {
     std::function<sluice_ctx *(const std::string &model, bool vision)> open;
     std::function<void(sluice_ctx *)> print_stats;               // the full expert/I-O statistics
     std::function<void(sluice_ctx *)> before_close;              // e.g. --learn
+    // Opens the manifest and side files only (tokenize, detokenize); null =
+    // open(model, false).
+    std::function<sluice_ctx *(const std::string &model)> open_metadata;
+    std::function<bool()> quiet;  // -q: only the answer on stdout, nothing on stderr but errors
+    bool is_quiet() const { return quiet && quiet(); }
 };
 struct TextCommands;
 std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks);
@@ -60,5 +65,10 @@ bool missing_model_usage(int argc, char **argv, int *rc);
 struct PerplexityCommand;
 std::shared_ptr<PerplexityCommand> add_perplexity_command(CLI::App &app, TextHooks hooks);
 bool run_perplexity_command(PerplexityCommand &p, int *rc);
+
+// `sluice bench MODEL` (cli/bench_command.cpp).
+struct BenchCommand;
+std::shared_ptr<BenchCommand> add_bench_command(CLI::App &app, TextHooks hooks);
+bool run_bench_command(BenchCommand &b, int *rc);
 
 }  // namespace sluice

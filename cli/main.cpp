@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/cli_checks.h"
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/output_path.h"
 #include "runtime/memory_plan.h"
@@ -31,6 +33,8 @@ struct Common {
     int io_threads = 0, io_depth = 0;
     std::string io_engine = "auto", cache_policy = "freq";
     std::string hotlist, learn;
+    std::string cpus, dump_routes;
+    bool exclusive_open = false, mlock = false, quiet = false;
 };
 
 void add_common(CLI::App *app, Common *c) {
@@ -55,6 +59,14 @@ void add_common(CLI::App *app, Common *c) {
     app->add_flag("--no-hotlist", c->no_hotlist, "do not pre-warm the cache from usage.waste");
     app->add_option("--hotlist", c->hotlist, "usage file to pre-warm the cache from");
     app->add_option("--learn", c->learn, "write per-expert usage (the hotlist) to this file at exit");
+    app->add_option("--cpus", c->cpus, "pin the compute pool to these CPUs, e.g. 0-5 or 0-2,6-8 (--threads 0: one per CPU)")
+        ->check(sluice::cpu_list());
+    app->add_flag("--exclusive-open", c->exclusive_open,
+                  "hold an exclusive advisory lock on the container; refused while another process has it open");
+    app->add_flag("--mlock", c->mlock, "lock the trunk in RAM (needs RLIMIT_MEMLOCK, see ulimit -l)");
+    app->add_option("--dump-routes", c->dump_routes,
+                    "write the experts each MoE layer picks, one JSON line per position (layout of ../shared/traces)");
+    app->add_flag("-q,--quiet", c->quiet, "print only the answer: no start-up, budget or statistics lines");
 }
 
 bool budget_bytes(const Common &c, uint64_t *out);
@@ -82,6 +94,13 @@ sluice_config to_config(const Common &c) {
     cfg.no_direct_io = c.no_direct;
     cfg.no_hotlist = c.no_hotlist;
     cfg.hotlist = c.hotlist.empty() ? nullptr : c.hotlist.c_str();
+    cfg.cpus = c.cpus.empty() ? nullptr : c.cpus.c_str();
+    cfg.exclusive_open = c.exclusive_open ? 1 : 0;
+    cfg.lock_memory = c.mlock ? 1 : 0;
+    if (!c.quiet) {
+        cfg.progress = sluice::print_startup_progress;
+        cfg.progress_user = nullptr;
+    }
     return cfg;
 }
 
@@ -141,9 +160,14 @@ void print_stats(sluice_ctx *ctx) {
 }
 
 // Opens or reports; exit code 1 for a model that cannot be opened.
-sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
+sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg, const Common &c) {
     sluice_ctx *ctx = nullptr;
-    if (cfg.budget_bytes == 0) {
+    // A Hugging Face folder where a container belongs: say what to do.
+    if (std::string hint = sluice::checkpoint_hint(path); !hint.empty()) {
+        std::fprintf(stderr, "sluice: %s\n", hint.c_str());
+        return nullptr;
+    }
+    if (cfg.budget_bytes == 0 && !cfg.metadata_only && !c.quiet) {
         // Say what the automatic budget picked (issue 5: on stderr).
         sluice_memory_plan p;
         char err[512];
@@ -155,12 +179,29 @@ sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg) {
     }
     sluice_status st = sluice_open(path.c_str(), &cfg, &ctx);
     if (st != SLUICE_OK) {
+        sluice::end_startup_progress();
         std::fprintf(stderr, "sluice: cannot open %s: %s: %s\n", path.c_str(), sluice_status_name(st),
                      sluice_last_error(ctx));
         sluice_close(ctx);
         return nullptr;
     }
+    if (!c.dump_routes.empty() && !cfg.metadata_only) {
+        st = sluice_route_dump(ctx, c.dump_routes.c_str());
+        if (st != SLUICE_OK) {
+            std::fprintf(stderr, "sluice: --dump-routes: %s\n", sluice_last_error(ctx));
+            sluice_close(ctx);
+            return nullptr;
+        }
+    }
     return ctx;
+}
+
+// info, tokenize, detokenize: the manifest and side files, never the trunk.
+sluice_ctx *open_metadata(const std::string &path, const Common &c) {
+    sluice_config cfg = to_config(c);
+    cfg.metadata_only = 1;
+    cfg.progress = nullptr;
+    return open_or_report(path, cfg, c);
 }
 
 bool parse_ids(const std::string &s, std::vector<int32_t> *ids, std::string *err) {
@@ -190,7 +231,7 @@ bool parse_ids(const std::string &s, std::vector<int32_t> *ids, std::string *err
 }
 
 int cmd_info(const std::string &model, const Common &c, bool json, bool fingerprint) {
-    sluice_ctx *ctx = open_or_report(model, to_config(c));
+    sluice_ctx *ctx = open_metadata(model, c);
     if (!ctx) return 1;
     if (fingerprint) {
         size_t n = sluice_fingerprint(ctx, nullptr, 0);
@@ -295,7 +336,7 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     }
     Common cc = c;
     if (!chunked && cc.chunk == 0) cc.chunk = 1;  // token at a time unless --chunked
-    sluice_ctx *ctx = open_or_report(model, to_config(cc));
+    sluice_ctx *ctx = open_or_report(model, to_config(cc), c);
     if (!ctx) return 1;
     const int V = sluice_n_vocab(ctx);
     if (!ids_in_vocab(ids, V, "logits")) {
@@ -342,42 +383,76 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     return rc;
 }
 
-int cmd_generate(const std::string &model, const Common &c, const std::string &ids_s, int n_new, bool stats) {
+// Greedy decoding from token ids. With a tokenizer in the container the
+// text streams to stdout; --print-ids (or a container without one) prints
+// one id a line instead. Stops at EOS unless --ignore-eos.
+int cmd_generate(const std::string &model, const Common &c, const std::string &ids_s, int n_new, bool stats,
+                 bool print_ids, bool ignore_eos) {
     std::vector<int32_t> ids;
     std::string err;
     if (!parse_ids(ids_s, &ids, &err)) {
         std::fprintf(stderr, "sluice generate: %s\n", err.c_str());
         return 2;
     }
-    sluice_ctx *ctx = open_or_report(model, to_config(c));
+    sluice_ctx *ctx = open_or_report(model, to_config(c), c);
     if (!ctx) return 1;
     const int V = sluice_n_vocab(ctx);
     if (!ids_in_vocab(ids, V, "generate")) {
         sluice_close(ctx);
         return 2;
     }
+    // Text needs the tokenizer; without one the ids are the answer.
+    sluice_detok *dt = print_ids ? nullptr : sluice_detok_new(ctx);
+    std::string buf(dt ? sluice_detok_max_chunk(dt) : 0, '\0');
+    const int32_t eos = ignore_eos ? -1 : sluice_token_eos(ctx);
+    bool ends_line = true;
+    auto put_text = [&](size_t n) {
+        if (n == 0) return;
+        std::fwrite(buf.data(), 1, n, stdout);
+        std::fflush(stdout);
+        ends_line = buf[n - 1] == '\n';
+    };
     std::vector<float> logits((size_t)V);
     auto t0 = std::chrono::steady_clock::now();
     sluice_status st = sluice_eval(ctx, ids.data(), ids.size(), logits.data());
     auto t1 = std::chrono::steady_clock::now();
     int produced = 0;
+    const char *why = "length limit";
     for (int i = 0; st == SLUICE_OK && i < n_new; i++) {
         int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        std::printf("%d\n", next);
-        std::fflush(stdout);
         produced++;
+        if (next == eos) {
+            why = "end of sequence";
+            break;
+        }
+        if (dt) {
+            size_t n = 0;
+            if (!sluice_token_is_control(ctx, next) && sluice_detok_push(dt, next, buf.data(), buf.size(), &n) == SLUICE_OK)
+                put_text(n);
+        } else {
+            std::printf("%d\n", next);
+            std::fflush(stdout);
+        }
         if (i + 1 < n_new) st = sluice_eval(ctx, &next, 1, logits.data());
+    }
+    if (dt) {
+        size_t n = 0;
+        if (sluice_detok_flush(dt, buf.data(), buf.size(), &n) == SLUICE_OK) put_text(n);
+        sluice_detok_free(dt);
     }
     auto t2 = std::chrono::steady_clock::now();
     if (st != SLUICE_OK) {
-        std::fprintf(stderr, "sluice generate: %s: %s\n", sluice_status_name(st), sluice_last_error(ctx));
+        std::fprintf(stderr, "%ssluice generate: %s: %s\n", sluice::newline_if_mid_line(ends_line),
+                     sluice_status_name(st), sluice_last_error(ctx));
         sluice_close(ctx);
         return 1;
     }
     double pf = std::chrono::duration<double>(t1 - t0).count(), dec = std::chrono::duration<double>(t2 - t1).count();
-    std::fprintf(stderr, "prompt %zu tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s)\n",
-                 ids.size(), pf, ids.size() / std::max(pf, 1e-9), produced, dec, produced / std::max(dec, 1e-9));
-    if (stats) print_stats(ctx);
+    if (!c.quiet)
+        std::fprintf(stderr, "%sprompt %zu tokens in %.3f s (%.1f tok/s); generated %d tokens in %.3f s (%.1f tok/s), stop: %s\n",
+                     sluice::newline_if_mid_line(ends_line), ids.size(), pf, ids.size() / std::max(pf, 1e-9), produced,
+                     dec, produced / std::max(dec, 1e-9), why);
+    if (stats && !c.quiet) print_stats(ctx);
     const bool learned = maybe_learn(ctx, c);
     sluice_close(ctx);
     return learned ? 0 : 1;
@@ -385,7 +460,11 @@ int cmd_generate(const std::string &model, const Common &c, const std::string &i
 
 }  // namespace
 
-int cmd_plan(const std::string &model, const Common &c) {
+int cmd_plan(const std::string &model, const Common &c, bool json) {
+    if (std::string hint = sluice::checkpoint_hint(model); !hint.empty()) {
+        std::fprintf(stderr, "sluice plan: %s\n", hint.c_str());
+        return 1;
+    }
     uint64_t budget = 0;
     budget_bytes(c, &budget);
     sluice_memory_plan p;
@@ -396,6 +475,18 @@ int cmd_plan(const std::string &model, const Common &c) {
         return 1;
     }
     auto gib = [](uint64_t b) { return b / 1073741824.0; };
+    if (json) {
+        std::printf("{\"model\":%s,\"context\":%d,\"trunk\":%llu,\"kda_state\":%llu,\"mla_kv\":%llu,\"scratch\":%llu,"
+                    "\"min_cache\":%llu,\"floor\":%llu,\"vision\":%llu,\"record_bytes\":%llu,\"working_set\":%llu,"
+                    "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu}\n",
+                    sluice::json_quote(model).c_str(), p.context, (unsigned long long)p.trunk,
+                    (unsigned long long)p.kda_state, (unsigned long long)p.mla_kv, (unsigned long long)p.scratch,
+                    (unsigned long long)p.min_cache, (unsigned long long)p.floor, (unsigned long long)p.vision,
+                    (unsigned long long)p.record_bytes, (unsigned long long)p.working_set,
+                    (unsigned long long)p.ram_limit, sluice::json_quote(p.ram_source).c_str(),
+                    (unsigned long long)p.budget, sluice::json_quote(p.choice).c_str(), (unsigned long long)p.cache);
+        return 0;
+    }
     std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
     std::printf("  trunk (resident)          %10.3f GiB\n", gib(p.trunk));
     std::printf("  KDA state                 %10.3f GiB\n", gib(p.kda_state));
@@ -472,7 +563,50 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
     return 0;
 }
 
-int cmd_synth(const sluice::SynthOptions &o) {
+// --tokenizer DIR: the side files that make a container speak text. Copied
+// after the synthetic weights are written, then checked by opening the
+// result metadata-only: BOS and EOS must fall inside --vocab.
+bool copy_tokenizer(const std::string &from, const std::string &to, std::string *err) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (!fs::exists(fs::path(from) / "tokenizer.model", ec)) {
+        *err = "--tokenizer: " + from + " has no tokenizer.model";
+        return false;
+    }
+    for (const char *f : {"tokenizer.model", "specials.json", "chat.json", "chat_template.jinja"}) {
+        const fs::path src = fs::path(from) / f, dst = fs::path(to) / f, tmp = fs::path(to) / (std::string(f) + ".tmp");
+        if (!fs::exists(src, ec)) continue;
+        fs::copy_file(src, tmp, fs::copy_options::overwrite_existing, ec);
+        if (!ec) fs::rename(tmp, dst, ec);
+        if (ec) {
+            *err = "--tokenizer: cannot copy " + src.string() + " to " + to + ": " + ec.message();
+            return false;
+        }
+    }
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.metadata_only = 1;
+    sluice_ctx *ctx = nullptr;
+    bool ok = sluice_open(to.c_str(), &cfg, &ctx) == SLUICE_OK;
+    if (ok) {
+        const int32_t V = sluice_n_vocab(ctx), bos = sluice_token_bos(ctx), eos = sluice_token_eos(ctx);
+        if (bos < 0 || bos >= V || eos >= V) {
+            *err = "--tokenizer: its special tokens (BOS " + std::to_string(bos) + ", EOS " + std::to_string(eos) +
+                   ") do not fit --vocab " + std::to_string(V) + ": use --vocab " + std::to_string(std::max(bos, eos) + 1) +
+                   " or more";
+            ok = false;
+        }
+    } else {
+        *err = std::string("--tokenizer: ") + sluice_last_error(ctx);
+    }
+    sluice_close(ctx);
+    if (!ok)
+        for (const char *f : {"tokenizer.model", "specials.json", "chat.json", "chat_template.jinja"})
+            fs::remove(fs::path(to) / f, ec);
+    return ok;
+}
+
+int cmd_synth(const sluice::SynthOptions &o, const std::string &tokenizer) {
     const bool tty = ::isatty(2);
     std::fprintf(stderr, "%s", sluice::describe_synth(o).c_str());
     const double total_gb = (double)sluice::synth_sizes(o).total / 1e9;
@@ -500,6 +634,11 @@ int cmd_synth(const sluice::SynthOptions &o) {
         std::fprintf(stderr, "sluice synth: %s\n", st.message().c_str());
         return 1;
     }
+    std::string err;
+    if (!tokenizer.empty() && !copy_tokenizer(tokenizer, o.out, &err)) {
+        std::fprintf(stderr, "sluice synth: %s\n", err.c_str());
+        return 1;
+    }
     std::fprintf(stderr, "wrote %s in %.1f s\n", o.out.c_str(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     return 0;
@@ -512,38 +651,88 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app);
 bool run_serve_command(ServeCommand &s, int *rc);
 }  // namespace sluice
 
-int main(int argc, char **argv) {
-    // `kld` has its own argument grammar (KLD.md §7.2).
-    if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
-    // convert and verify keep the converter's own argument parser.
-    if (argc > 1 && (std::string(argv[1]) == "convert" || std::string(argv[1]) == "verify")) {
-        // `--src DIR --out DIR` (the documented form) become the positional SRC DST.
-        std::vector<std::string> args, pos;
-        for (int i = 2; i < argc; i++) {
-            const std::string a = argv[i];
-            if ((a == "--src" || a == "--out") && i + 1 < argc) {
-                pos.resize(2);
-                pos[a == "--src" ? 0 : 1] = argv[++i];
-            } else {
-                args.push_back(a);
-            }
-        }
-        if (!pos.empty()) args.insert(args.begin(), pos.begin(), pos.end());
-        const int rc = std::string(argv[1]) == "convert" ? sluice::convert::convert_main(args)
-                                                         : sluice::convert::verify_main(args);
-        return rc == 1 ? 2 : rc;  // bad arguments exit 2, like every other command
+// `sluice convert` and `sluice verify`: CLI11 options, the converter's work.
+struct ConvertArgs {
+    sluice::convert::ConvertOptions o;
+    std::string src, dst;
+};
+void add_convert_command(CLI::App &app, ConvertArgs *a, CLI::App **out) {
+    auto *cv = app.add_subcommand("convert", "convert a Hugging Face checkpoint into a WASTE container");
+    cv->option_defaults()->always_capture_default();
+    cv->add_option("src", a->src, "Hugging Face checkpoint directory (config.json, *.safetensors)");
+    cv->add_option("dst", a->dst, "container directory to write (resumed if interrupted)");
+    cv->add_option("--src", a->src, "the checkpoint directory (instead of the first positional)");
+    cv->add_option("--out,-o", a->dst, "the container directory (instead of the second positional)");
+    cv->add_option("--trunk-bits", a->o.trunk_bits, "width of large trunk tensors")->check(CLI::IsMember({3, 4, 8}));
+    cv->add_flag("--trunk8", a->o.trunk8, "every quantized trunk tensor Q8G");
+    cv->add_option("--stages", a->o.stages, "residual VQ stages")->check(CLI::IsMember({2, 3, 4, 6}));
+    cv->add_option("--entries", a->o.entries, "codebook entries")->check(CLI::IsMember({16, 32, 64, 128, 256}));
+    cv->add_option("--index-bits", a->o.index_bits, "8, or 6 = VQ4P (needs --stages 4 --entries 64)")
+        ->check(CLI::IsMember({6, 8}));
+    cv->add_option("--cb-sample", a->o.cb_sample, "experts sampled per layer and kind for k-means")
+        ->check(CLI::Range(1, 1 << 20));
+    cv->add_option("--kmeans-iters", a->o.kmeans_iters, "Lloyd iterations per stage")->check(CLI::Range(1, 10000));
+    cv->add_option("--train-vectors", a->o.train_vectors, "k-means training vectors")->check(CLI::Range(1LL, 1LL << 40));
+    cv->add_option("--seed", a->o.seed, "sampling / k-means seed")->check(sluice::unsigned_integer());
+    cv->add_option("--jobs,-j", a->o.jobs, "worker threads (0 = all CPUs); never changes the output")
+        ->check(CLI::Range(0, 1024));
+    cv->add_flag("--force", a->o.force, "start over: remove this converter's files from DST first");
+    cv->add_flag("-q,--quiet", a->o.quiet, "no progress lines");
+    *out = cv;
+}
+
+int cmd_convert(ConvertArgs &a) {
+    if (a.src.empty() || a.dst.empty()) {
+        std::fprintf(stderr, "sluice convert: expected SRC and DST (or --src SRC --out DST); see sluice convert --help\n");
+        return 2;
     }
+    a.o.source_dir = a.src;
+    a.o.output_dir = a.dst;
+    std::string err;
+    const int rc = sluice::convert::run_convert(a.o, &err, nullptr);
+    if (rc != 0) std::fprintf(stderr, "sluice convert: %s\n", err.c_str());
+    return rc == 0 ? 0 : rc == 1 ? 2 : 1;  // 1 = bad arguments -> usage; I/O, bad source, interrupted -> failure
+}
+
+struct VerifyArgs {
+    sluice::convert::VerifyOptions o;
+};
+CLI::App *add_verify_command(CLI::App &app, VerifyArgs *a) {
+    auto *v = app.add_subcommand("verify", "check a container's record headers, CRCs and trunk bounds");
+    v->add_option("container", a->o.container_dir, "container directory")->required();
+    v->add_option("--source", a->o.source_dir, "also print the dequantized-vs-source error of each tensor");
+    v->add_flag("--per-expert", a->o.per_expert, "with --source: one line per expert matrix");
+    v->add_option("--jobs,-j", a->o.jobs, "worker threads (0 = all CPUs)")->check(CLI::Range(0, 1024));
+    return v;
+}
+
+int cmd_verify(VerifyArgs &a) {
+    sluice::convert::VerifyReport rep;
+    std::string err;
+    const int rc = sluice::convert::run_verify(a.o, &rep, &err, nullptr);
+    if (rep.records_checked > 0 || !rep.problems.empty() || !rep.trunk.empty())
+        std::fputs(sluice::convert::format_verify_report(rep).c_str(), stdout);
+    if (rc != 0) std::fprintf(stderr, "sluice verify: %s\n", err.c_str());
+    else std::printf("verify: OK\n");
+    return rc == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv) {
+    // `kld` has its own argument grammar (KLD.md §7.2); `sluice kld help`.
+    if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
     app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
     app.require_subcommand(1);
+    app.footer("Options every model command takes: --threads, --cpus, --budget, --ctx, --backend, --cache-policy,\n"
+               "--exclusive-open, --mlock, --dump-routes, -q. `sluice COMMAND --help` lists them all.");
 
     Common common;
     std::string model, ids, out, trace;
-    bool json = false, fingerprint = false, chunked = false, stats = false;
+    bool json = false, fingerprint = false, chunked = false, stats = false, print_ids = false, ignore_eos = false;
     int n = 16;
 
-    auto *info = app.add_subcommand("info", "describe a container");
+    auto *info = app.add_subcommand("info", "describe a container (manifest only: the trunk is not loaded)");
     info->add_option("model", model, "container directory")->required();
     info->add_flag("--json", json, "print JSON");
     info->add_flag("--fingerprint", fingerprint, "print the container fingerprint as JSON");
@@ -560,15 +749,18 @@ int main(int argc, char **argv) {
                    "write VQ4P table entries within 1e-3 code units of a rounding boundary, with the code used");
     add_common(lg, &common);
 
-    auto *gen = app.add_subcommand("generate", "greedy decoding from token ids");
+    auto *gen = app.add_subcommand("generate", "greedy decoding from token ids (prints text when the container has a tokenizer)");
     gen->add_option("model", model, "container directory")->required();
     gen->add_option("--ids", ids, "comma-separated prompt token ids")->required();
-    gen->add_option("-n", n, "tokens to generate")->check(CLI::Range(0, 1 << 20));
+    gen->add_option("-n", n, "tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
     gen->add_flag("--stats", stats, "print expert cache and I/O statistics");
+    gen->add_flag("--print-ids", print_ids, "print the generated ids, one a line, instead of the text");
+    gen->add_flag("--ignore-eos", ignore_eos, "keep generating past the end-of-sequence token (benchmarks)");
     add_common(gen, &common);
 
     sluice::SynthOptions so;
     auto *syn = app.add_subcommand("synth", "write a synthetic container (default: Kimi-Linear-48B's shape, ~19 GB)");
+    syn->option_defaults()->always_capture_default();
     syn->add_option("--out,-o", so.out, "output container directory")->required();
     syn->add_option("--seed", so.seed, "random seed (same seed, same bytes)")->check(sluice::unsigned_integer());
     syn->add_option("--layers", so.layers, "decoder layers")->check(CLI::Range(1, 128));
@@ -597,7 +789,13 @@ int main(int argc, char **argv) {
     syn->add_option("--shared", so.shared, "shared experts")->check(CLI::Range(0, 64));
     syn->add_option("--mla-every", so.mla_every, "every Nth layer (and the last) is MLA")->check(CLI::Range(1, 128));
     syn->add_option("--first-dense", so.first_dense, "leading dense layers")->check(CLI::Range(0, 128));
+    std::string synth_tokenizer;
+    syn->add_option("--tokenizer", synth_tokenizer,
+                    "copy this container's tokenizer (tokenizer.model, specials.json, chat.json) into the output; "
+                    "--vocab must cover it")
+        ->check(CLI::ExistingDirectory);
 
+    bool plan_json = false;
     auto *plan = app.add_subcommand("plan", "print the memory plan: floor, working set, budget and cache");
     plan->add_option("model", model, "container directory");
     PlanConfigArgs pc;
@@ -608,23 +806,40 @@ int main(int argc, char **argv) {
                      "routing trace (JSONL) replayed for the projected hit rate (default: "
                      "../shared/traces/kimi-linear-48b-route-150.jsonl when present)");
     plan->add_option("--policy", pc.policy, "cache policy for the replay (default freq)");
+    plan->add_flag("--json", plan_json, "print JSON");
     add_common(plan, &common);
     auto serve_cmd = sluice::add_serve_command(app);
 
-    // run, chat, tokenize, detokenize (cli/text_commands.cpp)
-    auto text_cmds = sluice::add_text_commands(
-        app, {[&](CLI::App *sc) { add_common(sc, &common); },
-              [&](const std::string &m, bool vision) {
-                  sluice_config cfg = to_config(common);
-                  cfg.vision = vision ? 1 : 0;
-                  return open_or_report(m, cfg);
-              },
-              print_stats,
-              [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }});
+    ConvertArgs conv;
+    CLI::App *conv_cmd = nullptr;
+    add_convert_command(app, &conv, &conv_cmd);
+    VerifyArgs ver;
+    auto *ver_cmd = add_verify_command(app, &ver);
+    // Listed for --help; `sluice kld ...` is dispatched above.
+    app.add_subcommand("kld", "KL-divergence quality suite: suite make, capture, compare, paired, noise, report "
+                              "(`sluice kld help`)")
+        ->allow_extras();
 
-    auto ppl_cmd = sluice::add_perplexity_command(
-        app, {[&](CLI::App *sc) { add_common(sc, &common); },
-              [&](const std::string &m, bool) { return open_or_report(m, to_config(common)); }, print_stats, nullptr});
+    // run, chat, tokenize, detokenize (cli/text_commands.cpp)
+    sluice::TextHooks hooks{[&](CLI::App *sc) { add_common(sc, &common); },
+                            [&](const std::string &m, bool vision) {
+                                sluice_config cfg = to_config(common);
+                                cfg.vision = vision ? 1 : 0;
+                                return open_or_report(m, cfg, common);
+                            },
+                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }};
+    hooks.open_metadata = [&](const std::string &m) { return open_metadata(m, common); };
+    hooks.quiet = [&] { return common.quiet; };
+    auto text_cmds = sluice::add_text_commands(app, hooks);
+
+    sluice::TextHooks ppl_hooks{[&](CLI::App *sc) { add_common(sc, &common); },
+                                [&](const std::string &m, bool) { return open_or_report(m, to_config(common), common); },
+                                print_stats, nullptr};
+    ppl_hooks.quiet = [&] { return common.quiet; };
+    auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
+    sluice::TextHooks bench_hooks = ppl_hooks;
+    bench_hooks.before_close = [&](sluice_ctx *ctx) { maybe_learn(ctx, common); };
+    auto bench_cmd = sluice::add_bench_command(app, bench_hooks);
 
     try {
         app.parse(argc, argv);
@@ -633,6 +848,8 @@ int main(int argc, char **argv) {
         return rc == 0 ? 0 : 2;  // usage errors exit 2
     }
     if (int src; sluice::run_serve_command(*serve_cmd, &src)) return src;
+    if (*conv_cmd) return cmd_convert(conv);
+    if (*ver_cmd) return cmd_verify(ver);
     // Checked before any command runs: a garbage --budget must not fall
     // back to the automatic budget silently (info and logits did).
     uint64_t b;
@@ -642,7 +859,7 @@ int main(int argc, char **argv) {
     }
     if (*info) return cmd_info(model, common, json, fingerprint);
     if (*lg) return cmd_logits(model, common, ids, out, chunked, trace, ties_path);
-    if (*gen) return cmd_generate(model, common, ids, n, stats);
+    if (*gen) return cmd_generate(model, common, ids, n, stats, print_ids, ignore_eos);
     if (*syn) {
         if (vq4p) so.stages = 4, so.index_bits = 6;
         if (family == "k3") {
@@ -664,7 +881,7 @@ int main(int argc, char **argv) {
                 if (syn->count(g.first)) k.*(g.second) = so.*(g.second);
             so = k;
         }
-        return cmd_synth(so);
+        return cmd_synth(so, synth_tokenizer);
     }
     if (*plan) {
         if (!pc.config.empty()) return cmd_plan_config(pc, common);
@@ -672,9 +889,10 @@ int main(int argc, char **argv) {
             std::fprintf(stderr, "sluice plan: give a container directory or --config config.json\n");
             return 2;
         }
-        return cmd_plan(model, common);
+        return cmd_plan(model, common, plan_json);
     }
     if (int trc; sluice::run_text_command(*text_cmds, &trc)) return trc;
     if (int prc; sluice::run_perplexity_command(*ppl_cmd, &prc)) return prc;
+    if (int brc; sluice::run_bench_command(*bench_cmd, &brc)) return brc;
     return 2;
 }

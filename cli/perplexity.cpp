@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "sluice/sluice.h"
 
@@ -25,7 +26,8 @@ namespace sluice {
 struct PerplexityCommand {
     CLI::App *sc = nullptr;
     TextHooks hooks;
-    std::string model, file;
+    std::string model, file, file_opt;
+    CLI::Option *file_pos = nullptr;
     bool json = false, no_bos = false, progress = false, no_progress = false;
     int max_windows = 0;
 };
@@ -68,7 +70,8 @@ std::shared_ptr<PerplexityCommand> add_perplexity_command(CLI::App &app, TextHoo
                                "perplexity of a text file, as llama-perplexity: windows of --ctx tokens "
                                "(default 512), second half scored, 95% CI over windows");
     p->sc->add_option("model", p->model, "container directory (e.g. models/sluice-mini)")->required();
-    p->sc->add_option("file", p->file, "UTF-8 text file")->required();
+    p->file_pos = p->sc->add_option("file", p->file, "UTF-8 text file; - or a pipe: stdin");
+    p->sc->add_option("--file,-f", p->file_opt, "the text file (instead of the positional)")->check(CLI::ExistingFile);
     p->sc->add_flag("--json", p->json, "print one JSON object on stdout instead of the report");
     p->sc->add_flag("--no-bos", p->no_bos, "keep each window's first token instead of replacing it by BOS");
     p->sc->add_option("--windows", p->max_windows, "score at most this many windows (0 = all)")
@@ -89,9 +92,25 @@ bool run_perplexity_command(PerplexityCommand &p, int *rc) {
         return true;
     }
     std::string text, err;
-    if (!read_text(p.file, &text, &err)) {
-        std::fprintf(stderr, "sluice perplexity: %s\n", err.c_str());
+    const bool from_pos = p.file_pos->count() > 0 && p.file != "-";
+    if (from_pos && !p.file_opt.empty()) {
+        std::fprintf(stderr, "sluice perplexity: give the text once: FILE, or --file F\n");
+        *rc = 2;
         return true;
+    }
+    if (from_pos) {
+        if (!read_text(p.file, &text, &err)) {
+            std::fprintf(stderr, "sluice perplexity: %s\n", err.c_str());
+            return true;
+        }
+    } else {
+        *rc = read_prompt(p.file, p.file_pos->count() > 0, p.file_opt, &text, &err);
+        if (*rc != 0) {
+            std::fprintf(stderr, "sluice perplexity: %s\n", err.c_str());
+            return true;
+        }
+        *rc = 1;
+        p.file = p.file_opt.empty() ? "stdin" : p.file_opt;
     }
     sluice_ctx *ctx = p.hooks.open(p.model, false);
     if (!ctx) return true;
@@ -118,7 +137,7 @@ bool run_perplexity_command(PerplexityCommand &p, int *rc) {
     const int32_t bos = p.no_bos ? -1 : sluice_token_bos(ctx);
     const bool use_bos = bos >= 0 && bos < sluice_n_vocab(ctx);
     const size_t first = (size_t)ctx_len / 2;  // positions first..ctx-2 predict tokens first+1..ctx-1
-    const bool show = !p.no_progress && (p.progress || ::isatty(2));
+    const bool show = !p.no_progress && !p.hooks.is_quiet() && (p.progress || ::isatty(2));
     std::vector<double> win_nll, nll(ctx_len);
     std::vector<uint64_t> win_n;
     const auto t0 = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/cli_checks.h"
+#include "cli/cli_util.h"
 #include "runtime/memory_plan.h"
 #include "server/server.h"
 #include "server/sluice_model.h"
@@ -40,6 +41,8 @@ struct ServeCommand {
          no_lookahead = false;
     int chunk = 0, io_threads = 0, io_depth = 0;
     std::string hotlist, learn, backend = "auto", io_engine = "auto", cache_policy = "freq";
+    std::string cpus;
+    bool exclusive_open = false, mlock = false;
 };
 
 std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
@@ -103,6 +106,11 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--learn", s->learn, "write per-expert usage (the hotlist) to this file when the server stops");
     a->add_option("--backend", s->backend, "kernel path: auto, scalar, avx2, avx512, neon")
         ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "neon"}));
+    a->add_option("--cpus", s->cpus, "pin the compute pool to these CPUs, e.g. 0-5 or 0-2,6-8 (--threads 0: one per CPU)")
+        ->check(cpu_list());
+    a->add_flag("--exclusive-open", s->exclusive_open,
+                "hold an exclusive advisory lock on the container; refused while another process has it open");
+    a->add_flag("--mlock", s->mlock, "lock the trunk in RAM (needs RLIMIT_MEMLOCK, see ulimit -l)");
     return s;
 }
 
@@ -165,6 +173,9 @@ int serve(ServeCommand &s) {
     cfg.no_lookahead = s.no_lookahead;
     cfg.no_hotlist = s.no_hotlist;
     cfg.hotlist = s.hotlist.empty() ? nullptr : s.hotlist.c_str();
+    cfg.cpus = s.cpus.empty() ? nullptr : s.cpus.c_str();
+    cfg.exclusive_open = s.exclusive_open ? 1 : 0;
+    cfg.lock_memory = s.mlock ? 1 : 0;
     cfg.backend = s.backend == "scalar"   ? SLUICE_BACKEND_SCALAR
                   : s.backend == "avx2"   ? SLUICE_BACKEND_AVX2
                   : s.backend == "avx512" ? SLUICE_BACKEND_AVX512
@@ -189,6 +200,10 @@ int serve(ServeCommand &s) {
             return 2;
         }
         std::fprintf(stderr, "sluice serve: TEST MODE: replies are forced from %s\n", s.forced_output_file.c_str());
+    }
+    if (std::string hint = checkpoint_hint(s.model); !hint.empty()) {
+        std::fprintf(stderr, "sluice serve: %s\n", hint.c_str());
+        return 1;
     }
     sluice_ctx *ctx = nullptr;
     sluice_status st = sluice_open(s.model.c_str(), &cfg, &ctx);

@@ -3,6 +3,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/images.h"
 #include "cli/text_gen.h"
@@ -26,12 +28,15 @@ struct RunArgs {
     SamplingOpts sampling;
     int n = 256;
     std::vector<std::string> stops;
-    bool raw = false, bos = false, stats = false, print_ids = false, special = false;
+    bool raw = false, bos = false, stats = false, print_ids = false, special = false, ignore_eos = false;
     std::vector<std::string> images;
+    std::string file;
+    CLI::Option *prompt_opt = nullptr;
 };
 
 struct EvalArgs {
-    std::string model, prompt;
+    std::string model, prompt, file;
+    CLI::Option *prompt_opt = nullptr;
     std::vector<std::string> images;
     int top_k = 10;
     bool json = false, stats = false;
@@ -39,9 +44,9 @@ struct EvalArgs {
 };
 
 struct TokArgs {
-    std::string model, text;
+    std::string model, text, file;
     CLI::Option *text_opt = nullptr;
-    bool markup = false;
+    bool markup = false, json = false;
 };
 
 struct DetokArgs {
@@ -90,7 +95,18 @@ bool parse_id_list(const std::vector<std::string> &args, std::vector<int32_t> *i
     return true;
 }
 
+// The prompt from PROMPT, -, --file or a pipe; false (after saying why,
+// *rc set) when there is none or it cannot be read.
+bool resolve_prompt(const char *cmd, const std::string &arg, CLI::Option *opt, const std::string &file,
+                    std::string *out, int *rc) {
+    std::string err;
+    *rc = read_prompt(arg, opt && opt->count() > 0, file, out, &err);
+    if (*rc != 0) std::fprintf(stderr, "sluice %s: %s\n", cmd, err.c_str());
+    return *rc == 0;
+}
+
 int cmd_run(RunArgs &a, const TextHooks &h) {
+    if (int prc; !resolve_prompt("run", a.prompt, a.prompt_opt, a.file, &a.prompt, &prc)) return prc;
     uint64_t seed = a.sampling.resolve_seed();
     sluice_sampler *sampler = sluice_sampler_new(&a.sampling.p);
     if (!sampler) {
@@ -114,6 +130,7 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
     go.n_max = a.n;
     go.stops = a.stops;
     go.print_control = a.special;
+    go.ignore_eos = a.ignore_eos;
     sluice_status st;
     // Images are encoded first; their media blocks go before the text.
     std::vector<QueuedImage> imgs;
@@ -198,18 +215,25 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
     GenResult r = generate(ctx, sampler, logits, history, go, stdout);
     if (::isatty(1) && (r.text.empty() || r.text.back() != '\n')) std::fputc('\n', stdout);
     std::fflush(stdout);
+    // The statistics start on their own line when stderr shares stdout's file.
+    const char *nl = newline_if_mid_line(::isatty(1) || r.text.empty() || r.text.back() == '\n');
     if (r.why == StopReason::error) {
-        std::fprintf(stderr, "sluice run: %s\n", r.error.c_str());
+        std::fprintf(stderr, "%ssluice run: %s\n", nl, r.error.c_str());
+        nl = "";
         rc = 1;
+    }
+    if (h.is_quiet()) {
+        if (a.print_ids) std::fprintf(stderr, "ids: %s\n", join_ids(r.ids).c_str());
+        return finish(rc);
     }
     sluice_stats s{};
     sluice_stats_get(ctx, &s);
     const uint64_t acc = s.expert_cache_hits + s.expert_cache_misses;
     const size_t n_gen = r.ids.size();
     std::fprintf(stderr,
-                 "sluice run: prompt %zu tokens in %.3f s (%.1f tok/s); generated %zu tokens in %.3f s (%.1f tok/s), "
+                 "%ssluice run: prompt %zu tokens in %.3f s (%.1f tok/s); generated %zu tokens in %.3f s (%.1f tok/s), "
                  "stop: %s; expert cache %llu hits, %llu misses (%.1f%%); seed %llu\n",
-                 prompt.size(), t_prompt, prompt.size() / std::max(t_prompt, 1e-9), n_gen, r.seconds,
+                 nl, prompt.size(), t_prompt, prompt.size() / std::max(t_prompt, 1e-9), n_gen, r.seconds,
                  n_gen / std::max(r.seconds, 1e-9), stop_reason_name(r.why), (unsigned long long)s.expert_cache_hits,
                  (unsigned long long)s.expert_cache_misses, acc ? 100.0 * s.expert_cache_hits / acc : 0.0,
                  (unsigned long long)seed);
@@ -225,6 +249,7 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
 // markup mode ("I wrote this string myself", as the reference CLI does);
 // prints the top-k logits of the last position.
 int cmd_eval(EvalArgs &a, const TextHooks &h) {
+    if (int prc; !resolve_prompt("eval", a.prompt, a.prompt_opt, a.file, &a.prompt, &prc)) return prc;
     sluice_ctx *ctx = h.open(a.model, !a.images.empty());
     if (!ctx) return 1;
     auto finish = [&](int code) {
@@ -277,22 +302,40 @@ int cmd_eval(EvalArgs &a, const TextHooks &h) {
     std::partial_sort(order.begin(), order.begin() + (long)k, order.end(), [&](int32_t x, int32_t y) {
         return logits[(size_t)x] > logits[(size_t)y] || (logits[(size_t)x] == logits[(size_t)y] && x < y);
     });
+    // The next-token distribution: softmax over every logit (in double, from
+    // the largest), so probabilities are those of the full vocabulary.
+    double z = 0;
+    const double mx = logits[(size_t)order[0]];
+    for (float v : logits) z += std::exp((double)v - mx);
+    auto prob = [&](int32_t id) { return std::exp((double)logits[(size_t)id] - mx) / z; };
+    auto text_of = [&](int32_t id) {
+        std::vector<char> t;
+        if (fill_all(t, 32, [&](char *o, size_t cap, size_t *n) { return sluice_detokenize(ctx, &id, 1, o, cap, n); }) !=
+            SLUICE_OK)
+            return std::string();
+        return std::string(t.begin(), t.end());
+    };
     if (a.json) {
         std::printf("{\"n_prompt\": %zu, \"images\": %zu, \"top\": [", ids.size(), imgs.size());
         for (size_t i = 0; i < k; i++)
-            std::printf("%s{\"id\": %d, \"logit\": %.6f}", i ? ", " : "", order[i], logits[(size_t)order[i]]);
+            std::printf("%s{\"id\": %d, \"text\": %s, \"prob\": %.6g, \"logit\": %.6f}", i ? ", " : "", order[i],
+                        json_quote(text_of(order[i])).c_str(), prob(order[i]), logits[(size_t)order[i]]);
         std::printf("]}\n");
     } else {
         std::printf("prompt: %zu tokens (%zu images)\n", ids.size(), imgs.size());
-        for (size_t i = 0; i < k; i++) std::printf("%6d %.4f\n", order[i], logits[(size_t)order[i]]);
+        std::printf("%8s  %-24s %10s %10s\n", "token", "text", "prob", "logit");
+        for (size_t i = 0; i < k; i++)
+            std::printf("%8d  %-24s %10.6f %10.4f\n", order[i], json_quote(text_of(order[i])).c_str(), prob(order[i]),
+                        logits[(size_t)order[i]]);
     }
     if (a.stats && h.print_stats) h.print_stats(ctx);
     return finish(0);
 }
 
 int cmd_tokenize(TokArgs &a, const TextHooks &h) {
-    std::string text = a.text_opt->count() ? a.text : read_stdin();
-    sluice_ctx *ctx = h.open(a.model, false);
+    std::string text;
+    if (int prc; !resolve_prompt("tokenize", a.text, a.text_opt, a.file, &text, &prc)) return prc;
+    sluice_ctx *ctx = h.open_metadata ? h.open_metadata(a.model) : h.open(a.model, false);
     if (!ctx) return 1;
     std::vector<int32_t> ids;
     sluice_status st = fill_all(ids, text.size() + 1, [&](int32_t *o, size_t cap, size_t *n) {
@@ -303,6 +346,16 @@ int cmd_tokenize(TokArgs &a, const TextHooks &h) {
     if (st != SLUICE_OK) {
         report("tokenize", ctx, st);
         rc = 1;
+    } else if (a.json) {
+        std::printf("{\"n_tokens\": %zu, \"ids\": [", ids.size());
+        for (size_t i = 0; i < ids.size(); i++) std::printf("%s%d", i ? ", " : "", ids[i]);
+        std::printf("], \"pieces\": [");
+        for (size_t i = 0; i < ids.size(); i++) {
+            std::vector<char> t;
+            fill_all(t, 32, [&](char *o, size_t cap, size_t *n) { return sluice_detokenize(ctx, &ids[i], 1, o, cap, n); });
+            std::printf("%s%s", i ? ", " : "", json_quote(std::string(t.begin(), t.end())).c_str());
+        }
+        std::printf("]}\n");
     } else {
         std::printf("%s\n", join_ids(ids).c_str());
     }
@@ -319,7 +372,7 @@ int cmd_detokenize(DetokArgs &a, const TextHooks &h) {
         std::fprintf(stderr, "sluice detokenize: %s\n", err.c_str());
         return 2;
     }
-    sluice_ctx *ctx = h.open(a.model, false);
+    sluice_ctx *ctx = h.open_metadata ? h.open_metadata(a.model) : h.open(a.model, false);
     if (!ctx) return 1;
     std::vector<char> text;
     sluice_status st = fill_all(text, ids.size() * 8, [&](char *o, size_t cap, size_t *n) {
@@ -356,7 +409,10 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     RunArgs &r = t->run;
     auto *run = app.add_subcommand("run", "generate text from a prompt (chat template unless --raw)");
     run->add_option("model", r.model, "container directory")->required();
-    run->add_option("prompt", r.prompt, "the prompt (a user message; with --raw, text to continue)")->required();
+    r.prompt_opt = run->add_option("prompt", r.prompt,
+                                   "the prompt (a user message; with --raw, text to continue); - or a pipe: stdin");
+    run->add_option("--file,-f", r.file, "read the prompt from this file")->check(CLI::ExistingFile);
+    run->add_flag("--ignore-eos", r.ignore_eos, "keep generating past the end-of-sequence token (benchmarks)");
     run->add_option("-n", r.n, "tokens to generate at most (default 256)")->check(CLI::Range(0, 1 << 24));
     run->add_option("--stop", r.stops, "stop when the text contains this string (repeatable)");
     run->add_option("--system", r.system, "a system message (chat mode)");
@@ -374,12 +430,13 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     t->run_cmd = run;
 
     EvalArgs &e = t->eval;
-    auto *ev = app.add_subcommand("eval", "print the top logits after a prompt (markup mode, no template)");
+    auto *ev = app.add_subcommand("eval", "the next-token distribution after a prompt: token, text, probability, logit");
     ev->add_option("model", e.model, "container directory")->required();
-    ev->add_option("prompt", e.prompt, "the prompt; special-token strings become their ids")->required();
+    e.prompt_opt = ev->add_option("prompt", e.prompt, "the prompt; special-token strings become their ids; - or a pipe: stdin");
+    ev->add_option("--file,-f", e.file, "read the prompt from this file")->check(CLI::ExistingFile);
     ev->add_option("--image", e.images, "an image, placed before the prompt (repeatable; Kimi K3)")
         ->check(CLI::ExistingFile);
-    ev->add_option("--top-k", e.top_k, "logits to print (default 10)")->check(CLI::Range(1, 1 << 20));
+    ev->add_option("--top-k", e.top_k, "tokens to print (default 10)")->check(CLI::Range(1, 1 << 20));
     ev->add_flag("--json", e.json, "print JSON");
     ev->add_option("--embeddings-out", e.embeddings_out, "write the images' embeddings here (float32 rows)");
     ev->add_flag("--stats", e.stats, "print expert cache, I/O and vision statistics");
@@ -399,15 +456,17 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     t->chat_cmd = chat;
 
     TokArgs &k = t->tok;
-    auto *tk = app.add_subcommand("tokenize", "print the token ids of TEXT (or of stdin)");
+    auto *tk = app.add_subcommand("tokenize", "print the token ids of TEXT (or of stdin; the trunk is not loaded)");
     tk->add_option("model", k.model, "container directory")->required();
-    k.text_opt = tk->add_option("text", k.text, "text to tokenize (default: all of stdin)");
+    k.text_opt = tk->add_option("text", k.text, "text to tokenize; - or a pipe: stdin");
+    tk->add_option("--file,-f", k.file, "read the text from this file")->check(CLI::ExistingFile);
     tk->add_flag("--markup", k.markup, "special-token strings become their ids");
+    tk->add_flag("--json", k.json, "print JSON: the ids and each token's text");
     t->hooks.add_common(tk);
     t->tok_cmd = tk;
 
     DetokArgs &d = t->detok;
-    auto *dk = app.add_subcommand("detokenize", "print the text of token ids (or of ids on stdin)");
+    auto *dk = app.add_subcommand("detokenize", "print the text of token ids (or of ids on stdin; the trunk is not loaded)");
     dk->add_option("model", d.model, "container directory")->required();
     dk->add_option("ids", d.ids, "token ids, separated by spaces or commas");
     t->hooks.add_common(dk);

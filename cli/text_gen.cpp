@@ -10,6 +10,10 @@ namespace sluice {
 
 void SamplingOpts::add(CLI::App *app) {
     sluice_sampling_default(&p);
+    // The defaults are shown in --help ("[0.8]"): capture them as registered.
+    auto *defaults = app->option_defaults();
+    const bool was = defaults->get_always_capture_default();
+    defaults->always_capture_default();
     app->add_option("--temp", p.temperature, "temperature; 0 = greedy")->check(finite_number())->check(CLI::Range(0.0f, 100.0f));
     app->add_option("--top-k", p.top_k, "keep the K most likely tokens; 0 = off")->check(CLI::Range(0, 1 << 24));
     app->add_option("--top-p", p.top_p, "keep the smallest set with this probability mass; 1 = off")
@@ -20,6 +24,7 @@ void SamplingOpts::add(CLI::App *app) {
         ->check(finite_number())->check(CLI::Range(0.01f, 100.0f));
     app->add_option("--repeat-last-n", p.repeat_last_n, "history the penalty looks at; -1 = all, 0 = off")
         ->check(CLI::Range(-1, 1 << 24));
+    defaults->always_capture_default(was);
     seed_opt = app->add_option("--seed", p.seed, "random seed (default: random, printed with the stats)")
                    ->check(unsigned_integer());
 }
@@ -107,7 +112,7 @@ GenResult generate(sluice_ctx *ctx, sluice_sampler *sampler, std::vector<float> 
             break;
         }
         r.ids.push_back(t);
-        if (t == eos) {
+        if (t == eos && !o.ignore_eos) {
             r.why = StopReason::eos;
             break;
         }

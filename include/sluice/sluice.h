@@ -20,6 +20,16 @@ extern "C" {
 
 #define SLUICE_VERSION_STRING "0.1.0"
 
+/* Every public function carries SLUICE_API: the shared library is built
+ * with -fvisibility=hidden, so nothing else leaves it. */
+#if defined(_WIN32)
+#define SLUICE_API
+#elif defined(__GNUC__)
+#define SLUICE_API __attribute__((visibility("default")))
+#else
+#define SLUICE_API
+#endif
+
 typedef enum sluice_status {
     SLUICE_OK = 0,
     SLUICE_E_ARG = 1,         /* a bad argument from the caller */
@@ -28,8 +38,14 @@ typedef enum sluice_status {
     SLUICE_E_UNSUPPORTED = 4, /* a valid configuration this engine does not implement */
     SLUICE_E_NOMEM = 5,       /* allocation failed, or a RAM budget was exceeded */
     SLUICE_E_STATE = 6,       /* the call is not valid in the context's state */
-    SLUICE_E_RANGE = 7        /* a token id or length out of range */
+    SLUICE_E_RANGE = 7,       /* a token id or length out of range */
+    SLUICE_E_BUSY = 8         /* the container is held by another process (exclusive_open) */
 } sluice_status;
+
+/* Start-up progress (sluice_config.progress): stage names what is being
+ * done ("manifest", "trunk", "cache", "hotlist", "ready"); fraction is in
+ * [0, 1], or -1 when unknown. Called on the opening thread. */
+typedef void (*sluice_progress_fn)(void *user, const char *stage, double fraction);
 
 typedef enum sluice_backend {
     SLUICE_BACKEND_AUTO = 0,   /* best SIMD path the CPU supports; SLUICE_BACKEND env overrides */
@@ -61,6 +77,23 @@ typedef struct sluice_config {
     const char *cache_policy; /* "freq" (NULL: default), "lfru" or "lru" */
     int32_t vision;         /* non-zero: load K3's vision tower, if the container has one, for
                                the sluice_image_* functions; its bytes join the memory floor */
+    /* Fields below were added after 0.1.0's first layout: struct_size tells
+     * an older caller's struct apart, and missing fields take the defaults. */
+    const char *cpus;       /* pin the compute pool to these CPUs: "0-5", "0-2,6-8"; NULL or ""
+                               = leave placement to the OS. With n_threads 0, one thread per
+                               CPU listed. Timing only: results are bit-identical. */
+    int32_t exclusive_open; /* non-zero: hold an exclusive advisory lock (flock) on the
+                               container's manifest; SLUICE_E_BUSY while another process
+                               has it open. Every open takes at least a shared lock. */
+    int32_t lock_memory;    /* non-zero: mlock the trunk (everything mapped at open) so it is
+                               never paged out; SLUICE_E_NOMEM naming RLIMIT_MEMLOCK when the
+                               limit forbids it */
+    int32_t metadata_only;  /* non-zero: read the manifest, codebooks, tokenizer and chat
+                               format only, not the trunk: info, tokenize, detokenize, chat
+                               rendering and the fingerprint work; evaluation returns
+                               SLUICE_E_STATE */
+    sluice_progress_fn progress; /* start-up progress; NULL = none */
+    void *progress_user;
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -98,38 +131,38 @@ typedef struct sluice_info {
 } sluice_info;
 
 /* Fills *cfg with defaults. */
-void sluice_config_default(sluice_config *cfg);
+SLUICE_API void sluice_config_default(sluice_config *cfg);
 
 /*
  * Opens the container directory at path. cfg may be NULL for defaults.
  * Like sqlite3_open, *out receives a context even on failure (unless memory
  * runs out), so sluice_last_error(*out) can explain; close it either way.
  */
-sluice_status sluice_open(const char *path, const sluice_config *cfg, sluice_ctx **out);
-void sluice_close(sluice_ctx *ctx);
+SLUICE_API sluice_status sluice_open(const char *path, const sluice_config *cfg, sluice_ctx **out);
+SLUICE_API void sluice_close(sluice_ctx *ctx);
 
 /* The detail of the last error: names the file, tensor or record. Never NULL. */
-const char *sluice_last_error(const sluice_ctx *ctx);
+SLUICE_API const char *sluice_last_error(const sluice_ctx *ctx);
 /* A short fixed name for a status code. */
-const char *sluice_status_name(sluice_status s);
+SLUICE_API const char *sluice_status_name(sluice_status s);
 
-sluice_status sluice_info_get(sluice_ctx *ctx, sluice_info *out);
+SLUICE_API sluice_status sluice_info_get(sluice_ctx *ctx, sluice_info *out);
 
 /* Number of logits per position (the vocabulary size). */
-int32_t sluice_n_vocab(const sluice_ctx *ctx);
+SLUICE_API int32_t sluice_n_vocab(const sluice_ctx *ctx);
 /* Position of the next token in the session. */
-int32_t sluice_n_past(const sluice_ctx *ctx);
+SLUICE_API int32_t sluice_n_past(const sluice_ctx *ctx);
 
 /*
  * Feeds n tokens at the session's current position and advances it.
  * logits_out, if not NULL, receives the vocab logits of the last position.
  * On error the session is left as it was before the call.
  */
-sluice_status sluice_eval(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
+SLUICE_API sluice_status sluice_eval(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
 /* As sluice_eval, but logits_out receives n x vocab logits, one row per position. */
-sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
+SLUICE_API sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
 /* Forgets the session: position 0, all state zero. */
-sluice_status sluice_reset(sluice_ctx *ctx);
+SLUICE_API sluice_status sluice_reset(sluice_ctx *ctx);
 
 /*
  * Trace hook: called during sluice_eval once per position for each stage of
@@ -140,7 +173,7 @@ sluice_status sluice_reset(sluice_ctx *ctx);
  */
 typedef void (*sluice_trace_fn)(void *user, int32_t layer, const char *stage, int32_t pos,
                                 const float *data, int32_t hidden);
-sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user);
+SLUICE_API sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user);
 
 /*
  * Writes the container fingerprint as JSON into buf: family, tensor_prefix,
@@ -150,7 +183,7 @@ sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user);
  * including the NUL, or 0 on error (see sluice_last_error). Hashes the
  * trunk: slow on large models.
  */
-size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
+SLUICE_API size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
 
 
 /* ------------------------------------------------------------------------
@@ -165,32 +198,32 @@ size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap);
  * ------------------------------------------------------------------------ */
 
 /* Content: never yields a control token, whatever the text says. */
-sluice_status sluice_tokenize(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
+SLUICE_API sluice_status sluice_tokenize(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
                               size_t *n_out);
 /* Markup: special-token strings become their ids; the rest is content. */
-sluice_status sluice_tokenize_markup(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
+SLUICE_API sluice_status sluice_tokenize_markup(sluice_ctx *ctx, const char *text, size_t len, int32_t *out, size_t cap,
                                      size_t *n_out);
 /* Bytes of the tokens, concatenated (may end inside a UTF-8 sequence). */
-sluice_status sluice_detokenize(sluice_ctx *ctx, const int32_t *ids, size_t n, char *out, size_t cap, size_t *n_out);
+SLUICE_API sluice_status sluice_detokenize(sluice_ctx *ctx, const int32_t *ids, size_t n, char *out, size_t cap, size_t *n_out);
 /* BOS = n_ranks, EOS = n_ranks + 2 or config eos_token_id (FORMAT.md §7.2);
  * -1 without a tokenizer. */
-int32_t sluice_token_bos(const sluice_ctx *ctx);
-int32_t sluice_token_eos(const sluice_ctx *ctx);
+SLUICE_API int32_t sluice_token_bos(const sluice_ctx *ctx);
+SLUICE_API int32_t sluice_token_eos(const sluice_ctx *ctx);
 /* Non-zero for control tokens (specials). */
-int32_t sluice_token_is_control(const sluice_ctx *ctx, int32_t id);
+SLUICE_API int32_t sluice_token_is_control(const sluice_ctx *ctx, int32_t id);
 
 /* Streaming detokenizer: holds back an incomplete UTF-8 sequence; its output
  * is always valid UTF-8. It uses ctx's tokenizer: free it before closing
  * ctx. NULL on error (see sluice_last_error(ctx)). */
 typedef struct sluice_detok sluice_detok;
-sluice_detok *sluice_detok_new(sluice_ctx *ctx);
+SLUICE_API sluice_detok *sluice_detok_new(sluice_ctx *ctx);
 /* Appends id; writes the text that is now complete. A refused call
  * (SLUICE_E_RANGE for a small buffer or an id without text) consumes
  * nothing. */
-sluice_status sluice_detok_push(sluice_detok *d, int32_t id, char *out, size_t cap, size_t *n_out);
+SLUICE_API sluice_status sluice_detok_push(sluice_detok *d, int32_t id, char *out, size_t cap, size_t *n_out);
 /* Writes whatever is held back (invalid trailing bytes become U+FFFD). */
-sluice_status sluice_detok_flush(sluice_detok *d, char *out, size_t cap, size_t *n_out);
-void sluice_detok_free(sluice_detok *d);
+SLUICE_API sluice_status sluice_detok_flush(sluice_detok *d, char *out, size_t cap, size_t *n_out);
+SLUICE_API void sluice_detok_free(sluice_detok *d);
 
 typedef struct sluice_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -199,17 +232,17 @@ typedef struct sluice_chat_message {
 
 /* Renders a conversation with the container's chat.json, or the family's
  * built-in template, and appends the assistant opening if add_open. */
-sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msgs, size_t n_msgs, int add_open,
+SLUICE_API sluice_status sluice_chat_render(sluice_ctx *ctx, const sluice_chat_message *msgs, size_t n_msgs, int add_open,
                                  int32_t *out, size_t cap, size_t *n_out);
 /* The string that ends an assistant turn (empty if none); NUL-terminated. */
-const char *sluice_chat_stop(sluice_ctx *ctx);
+SLUICE_API const char *sluice_chat_stop(sluice_ctx *ctx);
 /* The control token that ends an assistant turn: the last special token of
  * the stop string (<|im_end|>, K3's <|end_of_msg|>); -1 if it has none (or
  * on error, see sluice_last_error). */
-int32_t sluice_chat_stop_token(sluice_ctx *ctx);
+SLUICE_API int32_t sluice_chat_stop_token(sluice_ctx *ctx);
 /* The most bytes one sluice_detok_push or sluice_detok_flush writes: with a
  * buffer this large they never refuse for lack of room. */
-size_t sluice_detok_max_chunk(const sluice_detok *d);
+SLUICE_API size_t sluice_detok_max_chunk(const sluice_detok *d);
 
 /* ------------------------------------------------------------------------
  * Sampling
@@ -225,19 +258,19 @@ typedef struct sluice_sampling {
     uint64_t seed;         /* same seed, same logits -> same choices */
 } sluice_sampling;
 
-void sluice_sampling_default(sluice_sampling *p);
+SLUICE_API void sluice_sampling_default(sluice_sampling *p);
 typedef struct sluice_sampler sluice_sampler;
 /* NULL if p is NULL or invalid (struct_size unknown, temperature < 0,
  * top_p outside (0, 1], min_p outside [0, 1], repeat_penalty <= 0,
  * repeat_last_n < -1; -1 = the whole history) or memory runs out. */
-sluice_sampler *sluice_sampler_new(const sluice_sampling *p);
+SLUICE_API sluice_sampler *sluice_sampler_new(const sluice_sampling *p);
 /* Picks a token from logits (n_vocab values) given the token history.
  * Order: repetition penalty, top-k, top-p, min-p, temperature, then a draw
  * from the seeded generator (xoshiro256**; the same on every machine).
  * Returns -1 for bad arguments. */
-int32_t sluice_sampler_sample(sluice_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
+SLUICE_API int32_t sluice_sampler_sample(sluice_sampler *s, const float *logits, int32_t n_vocab, const int32_t *history,
                               size_t n_history);
-void sluice_sampler_free(sluice_sampler *s);
+SLUICE_API void sluice_sampler_free(sluice_sampler *s);
 
 /* Constrained decoding: from now on s draws only tokens that keep its
  * output a prefix of a JSON value valid under a JSON Schema, and then one
@@ -252,23 +285,23 @@ void sluice_sampler_free(sluice_sampler *s);
  * end_tokens (n_end 0: ctx's EOS) may only follow a complete value. ctx
  * supplies the vocabulary (its token bytes are indexed once per context)
  * and must outlive nothing: s keeps its own copy. */
-sluice_status sluice_sampler_set_json_schema(sluice_sampler *s, sluice_ctx *ctx, const char *schema, size_t len,
+SLUICE_API sluice_status sluice_sampler_set_json_schema(sluice_sampler *s, sluice_ctx *ctx, const char *schema, size_t len,
                                              const int32_t *end_tokens, size_t n_end);
 /* Checks that a JSON schema compiles for constrained decoding, without a
  * context: SLUICE_OK, or SLUICE_E_ARG with the reason (the schema path and
  * what is wrong) in err (NUL-terminated, truncated to err_cap). */
-sluice_status sluice_json_schema_check(const char *schema, size_t len, char *err, size_t err_cap);
+SLUICE_API sluice_status sluice_json_schema_check(const char *schema, size_t len, char *err, size_t err_cap);
 /* -1: no constraint; 0: the output is not a complete value yet; 1: it is
  * (an end token may follow); 2: an end token was drawn. */
-int32_t sluice_sampler_constraint_state(const sluice_sampler *s);
+SLUICE_API int32_t sluice_sampler_constraint_state(const sluice_sampler *s);
 
 /* ------------------------------------------------------------------------
  * Session state: save and restore the decoding state (KDA state, conv
  * rings, MLA cache, position). The file records every shape it depends on
  * and is refused, with a named reason, for a different model.
  * ------------------------------------------------------------------------ */
-sluice_status sluice_state_save(sluice_ctx *ctx, const char *path);
-sluice_status sluice_state_load(sluice_ctx *ctx, const char *path);
+SLUICE_API sluice_status sluice_state_save(sluice_ctx *ctx, const char *path);
+SLUICE_API sluice_status sluice_state_load(sluice_ctx *ctx, const char *path);
 
 /* ------------------------------------------------------------------------
  * Statistics
@@ -302,7 +335,7 @@ typedef struct sluice_stats {
     double seconds_vision;      /* wall time decoding and encoding images (sluice_image_add) */
     uint64_t images_encoded;
 } sluice_stats;
-sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
+SLUICE_API sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
 /*
  * BENCHMARK ONLY. Every MoE layer then uses the experts a routing trace
@@ -312,11 +345,18 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
  * "meaningless-logits"; call it on a fresh session (n_past 0). NULL path
  * turns it off.
  */
-sluice_status sluice_bench_route_replay(sluice_ctx *ctx, const char *trace_path, const char *ack);
+SLUICE_API sluice_status sluice_bench_route_replay(sluice_ctx *ctx, const char *trace_path, const char *ack);
+
+/* Writes the experts every MoE layer's router picks, one JSON line per
+ * evaluated position, to path (the JSONL layout of ../shared/traces:
+ * {"tok": position, "layers": [[expert ids] per MoE layer]}), appending
+ * after each successful sluice_eval; a failed eval writes nothing. The file
+ * is created (truncated) now. NULL path stops. Changes no results. */
+SLUICE_API sluice_status sluice_route_dump(sluice_ctx *ctx, const char *path);
 
 /* Writes per-expert use counts (the learned hotlist, usage.waste format) to
  * path; the next open with this file as its hotlist pre-warms the cache. */
-sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path);
+SLUICE_API sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path);
 
 /* ------------------------------------------------------------------------
  * Memory plan
@@ -339,10 +379,10 @@ typedef struct sluice_memory_plan {
 /* Plans memory for a container from its manifest alone (nothing large is
  * read). budget 0 = choose. An under-floor budget returns SLUICE_E_NOMEM
  * with the floor named in err. */
-sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t context, const char *cgroup_root,
+SLUICE_API sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t context, const char *cgroup_root,
                                 sluice_memory_plan *out, char *err, size_t err_cap);
 /* The plan an open context runs under. */
-sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out);
+SLUICE_API sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out);
 
 /* Plans a model from its Hugging Face config.json alone, before any weights
  * exist: the container it converts to at the default recipe (Q4G trunk, Q8G
@@ -392,10 +432,10 @@ typedef struct sluice_vq4p_tie {
  * within band code units of a rounding boundary (at most 262144 entries);
  * band 0 stops recording. Either way clears the record. Containers without
  * VQ4P experts record nothing. */
-sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band);
+SLUICE_API sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band);
 /* Copies the record, closest to a boundary first (buffer rules as in the
  * text functions: SLUICE_E_RANGE with *n_out set when cap is too small). */
-sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out);
+SLUICE_API sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out);
 
 /* ------------------------------------------------------------------------
  * Images (Kimi K3's vision tower; ../shared/spec/VISION.md)
@@ -414,9 +454,9 @@ sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t
 
 /* Source width and height from the file's header alone. No context needed;
  * SLUICE_E_ARG for NULL arguments, SLUICE_E_IO if the header is unreadable. */
-sluice_status sluice_image_dimensions(const char *path, int32_t *width, int32_t *height);
+SLUICE_API sluice_status sluice_image_dimensions(const char *path, int32_t *width, int32_t *height);
 /* The same for an image's bytes in memory. */
-sluice_status sluice_image_dimensions_memory(const void *data, size_t len, int32_t *width, int32_t *height);
+SLUICE_API sluice_status sluice_image_dimensions_memory(const void *data, size_t len, int32_t *width, int32_t *height);
 /* Decodes (PNG, JPEG, BMP, TGA, GIF, PSD), preprocesses and encodes the image
  * at path and queues its rows; *n_tokens (may be NULL) receives the number of
  * image tokens (pad positions after expansion). SLUICE_E_UNSUPPORTED without a
@@ -424,30 +464,30 @@ sluice_status sluice_image_dimensions_memory(const void *data, size_t len, int32
  * container); SLUICE_E_IO for an unreadable, undecodable or oversized image
  * (more than 64 Mi source pixels, refused from the header before decoding);
  * SLUICE_E_ARG with SLUICE_MAX_IMAGES already queued. */
-sluice_status sluice_image_add(sluice_ctx *ctx, const char *path, int32_t *n_tokens);
+SLUICE_API sluice_status sluice_image_add(sluice_ctx *ctx, const char *path, int32_t *n_tokens);
 /* The same from bytes in memory (e.g. a decoded data: URL); name labels
  * errors (may be NULL). */
-sluice_status sluice_image_add_memory(sluice_ctx *ctx, const void *data, size_t len, const char *name,
+SLUICE_API sluice_status sluice_image_add_memory(sluice_ctx *ctx, const void *data, size_t len, const char *name,
                                       int32_t *n_tokens);
 /* Copies in[0..n) to out, each pad token replaced by its image's run, in
  * queue order. The prompt must hold exactly one pad token per queued image
  * (else SLUICE_E_ARG); buffer rules as in the text functions. out must not
  * alias in. */
-sluice_status sluice_image_expand(sluice_ctx *ctx, const int32_t *in, size_t n, int32_t *out, size_t cap,
+SLUICE_API sluice_status sluice_image_expand(sluice_ctx *ctx, const int32_t *in, size_t n, int32_t *out, size_t cap,
                                   size_t *n_out);
 /* Drops every queued image. */
-sluice_status sluice_image_clear(sluice_ctx *ctx);
+SLUICE_API sluice_status sluice_image_clear(sluice_ctx *ctx);
 /* The queued embedding rows, image after image: *n_out receives the float
  * count (rows x hidden); buffer rules as in the text functions. For checks
  * against a reference (tools/oracle/vision.py). */
-sluice_status sluice_image_embeddings(sluice_ctx *ctx, float *out, size_t cap, size_t *n_out);
+SLUICE_API sluice_status sluice_image_embeddings(sluice_ctx *ctx, float *out, size_t cap, size_t *n_out);
 /* Images queued now; 0 without a tower. */
-int32_t sluice_image_count(const sluice_ctx *ctx);
+SLUICE_API int32_t sluice_image_count(const sluice_ctx *ctx);
 /* The media block of a width x height image, as ids (markup mode):
  * <|media_begin|>image WxH<|media_content|><|media_pad|><|media_end|>.
  * width or height <= 0 gives the block without the "image WxH" text.
  * SLUICE_E_UNSUPPORTED if the tokenizer lacks the four media markers. */
-sluice_status sluice_image_block(sluice_ctx *ctx, int32_t width, int32_t height, int32_t *out, size_t cap,
+SLUICE_API sluice_status sluice_image_block(sluice_ctx *ctx, int32_t width, int32_t height, int32_t *out, size_t cap,
                                  size_t *n_out);
 
 /* A chat message whose content is a list of parts: text (tokenized as
@@ -465,7 +505,7 @@ typedef struct sluice_chat_message_parts {
 } sluice_chat_message_parts;
 /* As sluice_chat_render, with image parts. SLUICE_E_UNSUPPORTED when a part
  * is an image and the tokenizer lacks the media markers. */
-sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
+SLUICE_API sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_message_parts *msgs, size_t n_msgs,
                                        int add_open, int32_t *out, size_t cap, size_t *n_out);
 
 /* ------------------------------------------------------------------------
@@ -480,7 +520,7 @@ sluice_status sluice_chat_render_parts(sluice_ctx *ctx, const sluice_chat_messag
  * sluice_reset first to score an independent window. A token id outside the
  * vocabulary is SLUICE_E_ARG.
  */
-sluice_status sluice_score(sluice_ctx *ctx, const int32_t *tokens, size_t n, size_t first, double *nll_out);
+SLUICE_API sluice_status sluice_score(sluice_ctx *ctx, const int32_t *tokens, size_t n, size_t first, double *nll_out);
 
 typedef struct sluice_ppl_stats {
     double nll_mean;      /* mean negative log-likelihood per scored token (nats) */
@@ -499,7 +539,7 @@ typedef struct sluice_ppl_stats {
  * window are correlated (they share a context), so windows, not tokens, are
  * the independent samples. Fewer than 2 windows give nll_se = NaN.
  */
-sluice_status sluice_ppl_summary(const double *window_nll, const uint64_t *window_count, size_t n_windows,
+SLUICE_API sluice_status sluice_ppl_summary(const double *window_nll, const uint64_t *window_count, size_t n_windows,
                                  sluice_ppl_stats *out);
 
 #ifdef __cplusplus

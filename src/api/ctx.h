@@ -1,8 +1,11 @@
 // The definition of the opaque sluice_ctx, shared by the C API's own
 // translation units (sluice.cpp, text.cpp). Not installed, not public.
 #pragma once
+#include <cstdio>
 #include <memory>
 #include <string>
+
+#include <unistd.h>
 
 #include "model/engine.h"
 #include "sluice/sluice.h"
@@ -30,4 +33,18 @@ struct sluice_ctx {
     std::unique_ptr<sluice::TextState, sluice::TextStateDeleter> text;
     // Constrained decoding's index of the vocabulary, built on first use (grammar.cpp).
     std::shared_ptr<const sluice::grammar::TokenTable> grammar_vocab;
+    // The advisory lock on the container's manifest (shared, or exclusive
+    // with exclusive_open): held while the context lives.
+    int lock_fd = -1;
+    // sluice_route_dump's file, or null.
+    std::FILE *route_file = nullptr;
+    std::string route_path;
+
+    sluice_ctx() = default;
+    sluice_ctx(const sluice_ctx &) = delete;
+    sluice_ctx &operator=(const sluice_ctx &) = delete;
+    ~sluice_ctx() {
+        if (route_file) std::fclose(route_file);
+        if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
+    }
 };

@@ -10,12 +10,21 @@
 #include <string>
 #include <thread>
 
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
 #include "api/ctx.h"
 #include "api/fingerprint.h"
+#include "common/output_path.h"
 #include "model/engine.h"
 #include "runtime/cache_replay.h"
 #include "runtime/memory_plan.h"
 #include "synth/config_plan.h"
+#include "runtime/cpu_list.h"
+#include "runtime/route_trace.h"
 #include "vision/config.h"
 
 namespace {
@@ -61,8 +70,40 @@ const char *sluice_status_name(sluice_status s) {
         case SLUICE_E_NOMEM: return "out of memory";
         case SLUICE_E_STATE: return "invalid state";
         case SLUICE_E_RANGE: return "out of range";
+        case SLUICE_E_BUSY: return "busy";
     }
     return "unknown status";
+}
+
+// Takes the container's advisory lock: exclusive for exclusive_open, else
+// shared, so an exclusive holder and everyone else exclude each other. A
+// filesystem without flock only matters to exclusive_open.
+static sluice_status take_lock(sluice_ctx *ctx, const std::string &dir, bool exclusive) {
+    const std::string m = dir + "/manifest.json";
+    // O_NONBLOCK: a FIFO in the manifest's place must not hang the open;
+    // only a regular file is locked (the open that follows refuses the rest
+    // and names what is wrong).
+    const int fd = ::open(m.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return SLUICE_OK;
+    struct stat sb;
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        ::close(fd);
+        return SLUICE_OK;
+    }
+    if (::flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+        const int e = errno;
+        ::close(fd);
+        if (e == EWOULDBLOCK)
+            return fail(ctx, SLUICE_E_BUSY,
+                        dir + (exclusive ? ": the container is open in another process or context (exclusive open refused)"
+                                         : ": another process or context holds the container exclusively (opened "
+                                           "with exclusive open)"));
+        if (exclusive)
+            return fail(ctx, SLUICE_E_IO, dir + ": cannot lock " + m + " for an exclusive open: " + std::strerror(e));
+        return SLUICE_OK;
+    }
+    ctx->lock_fd = fd;
+    return SLUICE_OK;
 }
 
 sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_ctx **out) {
@@ -122,6 +163,20 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     if (cfg.hotlist) opt.hotlist = cfg.hotlist;
     if (cfg.cgroup_root) opt.cgroup_root = cfg.cgroup_root;
     opt.vision = cfg.vision != 0;
+    if (cfg.cpus && *cfg.cpus) {
+        std::string why;
+        if (!sluice::parse_cpu_list(cfg.cpus, &opt.cpus, &why) || !sluice::cpus_available(opt.cpus, &why))
+            return fail(ctx, SLUICE_E_ARG, "sluice_open: cpus: " + why);
+        if (cfg.n_threads == 0) opt.n_threads = (int)opt.cpus.size();  // one thread per CPU listed
+    }
+    opt.lock_memory = cfg.lock_memory != 0;
+    opt.metadata_only = cfg.metadata_only != 0;
+    if (cfg.progress) {
+        sluice_progress_fn fn = cfg.progress;
+        void *user = cfg.progress_user;
+        opt.progress = [fn, user](const char *stage, double f) { fn(user, stage, f); };
+    }
+    if (sluice_status ls = take_lock(ctx, path, cfg.exclusive_open != 0)) return ls;
     sluice::Status st;
     try {
         st = ctx->engine.open(path, opt);
@@ -145,6 +200,14 @@ const char *sluice_last_error(const sluice_ctx *ctx) {
 static sluice_status need_open(sluice_ctx *ctx) {
     if (!ctx) return SLUICE_E_ARG;
     if (!ctx->opened) return fail(ctx, SLUICE_E_STATE, "the context did not open a model");
+    return SLUICE_OK;
+}
+
+// The forward pass, the store and the session need a full open.
+static sluice_status need_model(sluice_ctx *ctx) {
+    if (sluice_status s = need_open(ctx)) return s;
+    if (ctx->engine.metadata_only())
+        return fail(ctx, SLUICE_E_STATE, "the context was opened metadata-only (no trunk): it cannot evaluate");
     return SLUICE_OK;
 }
 
@@ -188,7 +251,7 @@ sluice_status sluice_info_get(sluice_ctx *ctx, sluice_info *out) {
 }
 
 static sluice_status eval_impl(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits, bool all) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (ctx->broken)
         return fail(ctx, SLUICE_E_STATE, "an earlier evaluation failed part-way; call sluice_reset first");
     if (!tokens || n == 0) return fail(ctx, SLUICE_E_ARG, "sluice_eval: no tokens");
@@ -216,6 +279,30 @@ static sluice_status eval_impl(sluice_ctx *ctx, const int32_t *tokens, size_t n,
         ctx->broken = false;
         return fail(ctx, st);
     }
+    if (ctx->route_file) {
+        for (const auto &[pos, layers] : ctx->engine.take_routes())
+            std::fprintf(ctx->route_file, "%s\n", sluice::route_trace_line(pos, layers).c_str());
+        if (std::fflush(ctx->route_file) != 0)
+            return fail(ctx, SLUICE_E_IO, "sluice_route_dump: cannot write " + ctx->route_path);
+    }
+    return SLUICE_OK;
+}
+
+sluice_status sluice_route_dump(sluice_ctx *ctx, const char *path) {
+    if (sluice_status s = need_model(ctx)) return s;
+    if (ctx->route_file) std::fclose(ctx->route_file);
+    ctx->route_file = nullptr;
+    ctx->engine.record_routes(false);
+    if (!path) return SLUICE_OK;
+    if (!*path) return fail(ctx, SLUICE_E_ARG, "sluice_route_dump: path is empty");
+    // Never a FIFO or device (an open for writing would block or worse).
+    if (std::string why = sluice::nonregular_output_reason(path); !why.empty())
+        return fail(ctx, SLUICE_E_IO, "sluice_route_dump: " + why);
+    ctx->route_file = std::fopen(path, "w");
+    if (!ctx->route_file)
+        return fail(ctx, SLUICE_E_IO, std::string("sluice_route_dump: cannot create ") + path + ": " + std::strerror(errno));
+    ctx->route_path = path;
+    ctx->engine.record_routes(true);
     return SLUICE_OK;
 }
 
@@ -228,7 +315,7 @@ sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, 
 }
 
 sluice_status sluice_reset(sluice_ctx *ctx) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     ctx->engine.reset();
     ctx->broken = false;
     return SLUICE_OK;
@@ -242,7 +329,7 @@ sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) 
 }
 
 sluice_status sluice_state_save(sluice_ctx *ctx, const char *path) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_state_save: path is empty");
     if (ctx->broken) return fail(ctx, SLUICE_E_STATE, "the session is broken by an earlier error; reset it first");
     sluice::Status st = ctx->engine.save_state(path);
@@ -250,7 +337,7 @@ sluice_status sluice_state_save(sluice_ctx *ctx, const char *path) {
 }
 
 sluice_status sluice_state_load(sluice_ctx *ctx, const char *path) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_state_load: path is empty");
     sluice::Status st = ctx->engine.load_state(path);
     if (!st) return fail(ctx, st);
@@ -259,7 +346,7 @@ sluice_status sluice_state_load(sluice_ctx *ctx, const char *path) {
 }
 
 sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!out) return fail(ctx, SLUICE_E_ARG, "sluice_stats_get: out is NULL");
     std::memset(out, 0, sizeof(*out));
     const sluice::ExpertStats es = ctx->engine.expert_stats();
@@ -293,14 +380,14 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
 }
 
 sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_save_usage: path is empty");
     sluice::Status st = ctx->engine.save_usage(path);
     return st ? SLUICE_OK : fail(ctx, st);
 }
 
 sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!(band >= 0.0 && band <= 0.5))
         return fail(ctx, SLUICE_E_ARG, "sluice_vq4p_ties_record: band must be in [0, 0.5]");
     ctx->engine.set_vq4p_diag(band);
@@ -308,7 +395,7 @@ sluice_status sluice_vq4p_ties_record(sluice_ctx *ctx, double band) {
 }
 
 sluice_status sluice_vq4p_ties_get(sluice_ctx *ctx, sluice_vq4p_tie *out, size_t cap, size_t *n_out) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!n_out) return fail(ctx, SLUICE_E_ARG, "sluice_vq4p_ties_get: n_out is NULL");
     const std::vector<sluice::Vq4pEntry> v = ctx->engine.vq4p_near_ties();
     *n_out = v.size();
@@ -437,7 +524,7 @@ sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_byte
 }
 
 sluice_status sluice_memory_plan_get(sluice_ctx *ctx, sluice_memory_plan *out) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!out) return fail(ctx, SLUICE_E_ARG, "sluice_memory_plan_get: out is NULL");
     fill_plan(ctx->engine.memory_plan(), ctx->engine.max_context(), out);
     return SLUICE_OK;
@@ -458,7 +545,7 @@ size_t sluice_fingerprint(sluice_ctx *ctx, char *buf, size_t cap) {
 }  // extern "C"
 
 sluice_status sluice_bench_route_replay(sluice_ctx *ctx, const char *trace_path, const char *ack) {
-    if (sluice_status s = need_open(ctx)) return s;
+    if (sluice_status s = need_model(ctx)) return s;
     if (!ack || std::strcmp(ack, "meaningless-logits") != 0)
         return fail(ctx, SLUICE_E_ARG,
                     "sluice_bench_route_replay: benchmark only; pass ack \"meaningless-logits\" to accept that the "

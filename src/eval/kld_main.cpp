@@ -44,7 +44,13 @@ const char* kUsage =
     "               [--hist-min 1e-8] [--hist-max 10] [--bins-per-decade 4]\n"
     "progress (capture, compare, paired, noise): a bar on stderr when it is a terminal; --progress forces it\n"
     "(plain lines when not a terminal), --no-progress turns it off. Never on stdout or in receipts.\n"
-    "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n";
+    "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n"
+    "suite make sources: NAME=FILE:W takes W windows of --context T tokens from FILE (UTF-8 text for\n"
+    "  --source, tokenized with --tokenizer CONTAINER; token ids for --tokens-source) and labels them\n"
+    "  with the domain NAME, e.g. --source prose=book.txt:8 --source code=main.c:4\n"
+    "report: without --hist-min/--hist-max the histogram spans the decades the data occupies\n";
+// After a usage error: the error first (finish), then where the options are.
+const char* kUsageHint = "(`sluice kld help` lists every command's options)\n";
 
 // Every option that takes a value, across the subcommands.
 const std::vector<std::string> kValueFlags = {
@@ -328,8 +334,24 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
     Status st = run_compare(s, *ref, *cand, o, &r);
     for (auto& w : r.warnings) e << "warning: " << w << "\n";
     if (!r.receipt.is_null()) {
-        for (const auto& w : r.receipt["per_window"]) out << w.dump() << "\n";  // one line per window, as festr2
+        // The per-window lines (festr2's stdout) only with --json; otherwise
+        // a summary table: the totals, then one row per domain.
+        if (a.has("--json"))
+            for (const auto& w : r.receipt["per_window"]) out << w.dump() << "\n";
         out << r.text;
+        if (!a.has("--json") && r.receipt.contains("domains") && r.receipt["domains"].is_object()) {
+            const json* sd = r.receipt.contains("sluice") ? &r.receipt["sluice"] : nullptr;
+            char row[256];
+            std::snprintf(row, sizeof row, "%-16s %8s %14s %28s %9s\n", "domain", "windows", "mean KL", "95% CI", "top-1");
+            out << row;
+            for (const auto& [d, b] : r.receipt["domains"].items()) {
+                const json* x = sd && sd->contains("domains") && (*sd)["domains"].contains(d) ? &(*sd)["domains"][d] : nullptr;
+                std::snprintf(row, sizeof row, "%-16s %8lld %14.6g [%12.6g, %12.6g] %8.3f%%\n", d.c_str(),
+                              x ? (long long)x->value("windows", int64_t(0)) : 0LL, b.value("estimate", 0.0),
+                              b.value("ci95_low", 0.0), b.value("ci95_high", 0.0), x ? 100 * x->value("top1", 0.0) : 0.0);
+                out << row;
+            }
+        }
         KLD_TRY(write_receipt(a, r.receipt));
         if (st.ok() && a.has("--tokens")) KLD_TRY(write_token_sidecar(r, a.get("--tokens")));
     }
@@ -363,6 +385,9 @@ Status cmd_report(const Args& a, std::ostream& out) {
     ro.title = a.get("--title");
     KLD_TRY(to_double(a, "--hist-min", 1e-8, &ro.hist.lo));
     KLD_TRY(to_double(a, "--hist-max", 10, &ro.hist.hi));
+    // Neither given: the range follows the data (the fixed 1e-8..10 left
+    // most of the chart empty when the data sat in 1e-2..1).
+    ro.hist.auto_range = !a.has("--hist-min") && !a.has("--hist-max");
     int64_t bpd;
     KLD_TRY(to_int64(a, "--bins-per-decade", 4, &bpd));
     if (bpd < 1 || bpd > 100) return err(Code::usage, "--bins-per-decade: 1 to 100");
@@ -418,10 +443,17 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
         out << kUsage;
         return 0;
     }
+    // `sluice kld suite make --help` and the like: the options, exit 0.
+    for (int i = 2; i < argc; ++i)
+        if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
+            out << kUsage;
+            return 0;
+        }
     if (cmd == "suite") {
         Status st = cmd_suite(argc, argv, out, h);
-        if (st.code == Code::usage) e << kUsage;
-        return finish(st, e);
+        const int rc = finish(st, e);
+        if (st.code == Code::usage) e << kUsageHint;
+        return rc;
     }
     Args a = cmd == "report" ? parse(argc, argv, 2, kFlags, {"--receipts", "--tokens", "--labels"})
                              : parse(argc, argv, 2, kFlags, {"--runs", "--receipts"});
@@ -541,8 +573,9 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     } else {
         st = err(Code::usage, "unknown command '" + cmd + "'");
     }
-    if (st.code == Code::usage) e << kUsage;
-    return finish(st, e);
+    const int rc = finish(st, e);
+    if (st.code == Code::usage) e << kUsageHint;
+    return rc;
 }
 
 }  // namespace

@@ -325,6 +325,28 @@ Status build_report(const std::vector<ReportInput>& in, const ReportOptions& opt
     if (unchecked_ref && L.size() > 1)
         rep.warnings.push_back("a receipt records no reference identity (festr2 receipt?): that all candidates were "
                                "compared against one reference is assumed, not checked");
+    if (opt.hist.auto_range) {
+        // A first pass over 1e-30..1e30 finds the decades the data uses.
+        HistSpec wide{1e-30, 1e30, 1, false};
+        std::vector<double> we;
+        KLD_TRY(hist_edges(wide, &we));
+        int first = -1, last = -1;
+        for (size_t i = 0; i < L.size(); ++i) {
+            if (L[i].c.tokens_path.empty()) continue;
+            ReportCandidate c = L[i].c;
+            KLD_TRY(load_sidecar(L[i], we, &c));
+            for (int b = 0; b < int(c.hist.counts.size()); ++b)
+                if (c.hist.counts[size_t(b)]) {
+                    if (first < 0 || b < first) first = b;
+                    if (b > last) last = b;
+                }
+        }
+        if (first >= 0) {
+            rep.hist.lo = we[size_t(first)];
+            rep.hist.hi = we[size_t(last) + 1];
+            KLD_TRY(hist_edges(rep.hist, &edges));
+        }
+    }
     for (size_t i = 0; i < L.size(); ++i)
         if (!L[i].c.tokens_path.empty()) KLD_TRY(load_sidecar(L[i], edges, &L[i].c));
     // Labels must tell candidates apart.

@@ -29,6 +29,9 @@ struct ReportInput {
 struct HistSpec {
     double lo = 1e-8, hi = 10;
     int bins_per_decade = 4;
+    // lo and hi from the data: the whole decades its finite positive values
+    // occupy (lo, hi above are the fallback when there is no such value).
+    bool auto_range = false;
 };
 
 struct KlHistogram {

@@ -2,7 +2,11 @@
 
 #include "runtime/hotlist.h"
 
+#include <sys/mman.h>
+#include <sys/resource.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -14,10 +18,21 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     if (opt_.prefill_chunk < 1) opt_.prefill_chunk = 64;
     if (opt_.max_context < 1) opt_.max_context = 4096;
     const char *why = nullptr;
+    auto progress = [&](const char *stage, double f) {
+        if (opt_.progress) opt_.progress(stage, f);
+    };
     if (!select_kernels(opt_.backend, &ops_.k, &why)) return arg_error(why);
+    progress("manifest", -1);
     SLUICE_TRY(c_.open(dir));
-    if (opt_.verify_records) SLUICE_TRY(c_.check_integrity());
     const ModelConfig &cfg = c_.config();
+    moe_ordinal_.assign((size_t)cfg.n_layers, -1);
+    for (int L = 0, m = 0; L < cfg.n_layers; L++)
+        if (cfg.is_moe_layer(L)) moe_ordinal_[(size_t)L] = m++;
+    if (opt_.metadata_only) return Status::ok();  // no trunk, pool or store: nothing can evaluate
+    if (opt_.verify_records) {
+        progress("verify", -1);
+        SLUICE_TRY(c_.check_integrity());
+    }
     if (cfg.n_experts > 0) {
         const int64_t stride = c_.manifest().banks.begin()->second.bytes / cfg.n_experts;
         const ExpertQuant &eq = c_.manifest().eq;
@@ -35,13 +50,18 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     // The plan refuses an under-floor budget before anything large is loaded.
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, opt_.cgroup_root,
                            opt_.proc_cgroup, &plan_, vision_bytes));
+    progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
     if (want_tower) {
+        progress("vision", -1);
         auto t = std::make_unique<vision::VisionTower>();
         SLUICE_TRY(vision::load_tower(c_, vcfg_, t.get()));
         tower_ = std::move(t);
     }
-    pool_ = std::make_unique<ThreadPool>(opt_.n_threads);
+    // Before the pool and the store exist: their stacks and buffers are not
+    // the trunk, and the cache is allowed to be evicted.
+    if (opt_.lock_memory) SLUICE_TRY(lock_memory());
+    pool_ = std::make_unique<ThreadPool>(opt_.n_threads, opt_.cpus);
     ops_.pool = pool_.get();
     StoreOptions so;
     // The minimum cache of the floor is shared: without a cache it is the
@@ -59,10 +79,12 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     so.direct = opt_.direct_io;
     so.verify_crc = opt_.verify_records;
     experts_ = std::make_unique<ExpertStore>(c_, geom_, so);
+    progress("cache", -1);
     SLUICE_TRY(experts_->init());
     if (opt_.use_cache && opt_.preload_hotlist && cfg.n_experts > 0) {
         std::string path = opt_.hotlist.empty() ? c_.dir() + "/usage.waste" : opt_.hotlist;
         std::vector<HotEntry> hot;
+        progress("hotlist", -1);
         Status hs = load_hotlist(path, &hot);
         if (hs) {
             std::vector<std::pair<int, int>> order;
@@ -78,6 +100,31 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     }
     init_rope();
     reset();
+    progress("ready", 1.0);
+    return Status::ok();
+}
+
+Status Engine::lock_memory() const {
+    // mlockall locks what is mapped now: the trunk just loaded, plus the
+    // code and data of the process. Checked against the limit first so the
+    // refusal names the numbers instead of a bare EPERM / ENOMEM.
+    struct rlimit rl;
+    const uint64_t need = w_.resident_bytes;
+    auto mib = [](uint64_t b) { return std::to_string(b / 1048576) + "." + std::to_string(b % 1048576 * 10 / 1048576); };
+    if (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && (uint64_t)rl.rlim_cur < need)
+        return Status(SLUICE_E_NOMEM, "mlock: the trunk needs " + mib(need) + " MiB locked but RLIMIT_MEMLOCK allows " +
+                                          mib((uint64_t)rl.rlim_cur) +
+                                          " MiB (raise it with `ulimit -l` or /etc/security/limits.conf, or run "
+                                          "without mlock)");
+    if (mlockall(MCL_CURRENT) != 0) {
+        const int e = errno;
+        return Status(SLUICE_E_NOMEM,
+                      std::string("mlock: mlockall refused (") + std::strerror(e) + "): RLIMIT_MEMLOCK is " +
+                          (getrlimit(RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+                               ? mib((uint64_t)rl.rlim_cur) + " MiB"
+                               : std::string("unlimited")) +
+                          " and the process maps more than that (raise it with `ulimit -l`, or run without mlock)");
+    }
     return Status::ok();
 }
 
@@ -224,7 +271,10 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         roll_back();
         throw;
     }
-    if (!st) roll_back();
+    if (!st) {
+        roll_back();
+        routes_.clear();
+    }
     return st;
 }
 

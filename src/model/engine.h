@@ -2,6 +2,7 @@
 // over an opened container, and the per-session decoding state.
 #pragma once
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,13 @@ struct EngineOptions {
     // are meaningless; the access pattern is real. Empty = off.
     std::shared_ptr<const RouteTrace> route_replay;
     bool vision = false;      // load K3's vision tower (if the container has one) for image input
+    std::vector<int> cpus;    // pin the pool's workers to these CPUs (empty: the OS places them)
+    bool lock_memory = false; // mlock what is mapped once the trunk is loaded
+    // Manifest, codebooks and side files only: no trunk, pool or store; the
+    // forward pass refuses (info, tokenize and plan do not need it).
+    bool metadata_only = false;
+    // Start-up progress: stage, fraction in [0, 1] or -1 when unknown.
+    std::function<void(const char *stage, double fraction)> progress;
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -77,7 +85,20 @@ public:
     const Container &container() const { return c_; }
     const ModelWeights &weights() const { return w_; }
     const Kernels &kernels() const { return *ops_.k; }
-    int n_threads() const { return pool_->size(); }
+    int n_threads() const { return pool_ ? pool_->size() : 0; }
+    bool metadata_only() const { return opt_.metadata_only; }
+    // Routing record for sluice_route_dump: while on, each successful eval
+    // leaves every evaluated position's experts (per MoE layer ordinal, in
+    // the router's order) for take_routes; a failed eval leaves none.
+    void record_routes(bool on) {
+        record_routes_ = on;
+        routes_.clear();
+    }
+    std::vector<std::pair<int, std::vector<std::vector<int>>>> take_routes() {
+        std::vector<std::pair<int, std::vector<std::vector<int>>>> v(routes_.begin(), routes_.end());
+        routes_.clear();
+        return v;
+    }
     int n_past() const { return pos_; }
     int max_context() const { return opt_.max_context; }
     ExpertStats expert_stats() const { return experts_->stats(); }
@@ -161,6 +182,11 @@ private:
         std::vector<float> tg, tu, yexp;  // gate/up tables per token; expert outputs
     } moe_scratch_;
     std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
+
+    bool record_routes_ = false;
+    std::map<int, std::vector<std::vector<int>>> routes_;  // position -> experts per MoE ordinal
+    std::vector<int> moe_ordinal_;                         // per layer; -1 for a dense layer
+    Status lock_memory() const;
 
     // Session state.
     int pos_ = 0;

@@ -147,6 +147,15 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     std::vector<float> wt((size_t)(n * k));
     route(mw, logits.data(), n, sel.data(), wt.data());
     if (opt_.route_replay) replay_routes(L, n, sel.data());
+    if (record_routes_) {
+        const int m = moe_ordinal_[(size_t)L];
+        const size_t n_moe = (size_t)*std::max_element(moe_ordinal_.begin(), moe_ordinal_.end()) + 1;
+        for (int64_t i = 0; i < n; i++) {
+            std::vector<std::vector<int>> &v = routes_[pos_ + (int)i];
+            v.resize(n_moe);
+            v[(size_t)m].assign(sel.begin() + i * k, sel.begin() + (i + 1) * k);
+        }
+    }
 
     // Read-ahead: request every routed record now, so the reads overlap the
     // shared expert and the table builds below.

@@ -136,6 +136,15 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         p.choice = "given";
     }
     p.cache = p.budget - p.floor + p.min_cache;
+    // Never more cache than there are experts (the engine caps what it
+    // reserves the same way): a tiny model under a large budget otherwise
+    // planned gigabytes of cache for kilobytes of records.
+    uint64_t expert_total = 0;
+    for (const auto &[L, b] : m.banks) expert_total += (uint64_t)b.bytes;
+    if (p.cache > expert_total + p.min_cache / 2) {
+        p.cache = expert_total + p.min_cache / 2;
+        p.choice += "; cache capped at every expert record (" + format_size(expert_total) + ")";
+    }
     *out = p;
     return Status::ok();
 }

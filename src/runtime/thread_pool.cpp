@@ -1,5 +1,10 @@
 #include "runtime/thread_pool.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#include <sched.h>
+#endif
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define SLUICE_PAUSE() _mm_pause()
@@ -9,8 +14,27 @@
 
 namespace sluice {
 
-ThreadPool::ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) {
-    for (int i = 1; i < n_; i++) threads_.emplace_back([this, i] { worker(i); });
+ThreadPool::ThreadPool(int n_threads) : n_(n_threads < 1 ? 1 : n_threads) { start({}); }
+
+ThreadPool::ThreadPool(int n_threads, const std::vector<int> &cpus) : n_(n_threads < 1 ? 1 : n_threads) {
+    start(cpus);
+}
+
+void ThreadPool::start(const std::vector<int> &cpus) {
+    for (int i = 1; i < n_; i++) {
+        threads_.emplace_back([this, i] { worker(i); });
+#if defined(__linux__)
+        if (!cpus.empty()) {
+            // Worker i takes the i-th listed CPU (slice 0, the caller's,
+            // would take the first): a failed pin leaves the OS to place it.
+            cpu_set_t set;
+            CPU_ZERO(&set);
+            const int c = cpus[(size_t)i % cpus.size()];
+            if (c >= 0 && c < CPU_SETSIZE) CPU_SET(c, &set);
+            pthread_setaffinity_np(threads_.back().native_handle(), sizeof set, &set);
+        }
+#endif
+    }
 }
 
 ThreadPool::~ThreadPool() {

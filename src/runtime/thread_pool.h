@@ -15,6 +15,10 @@ namespace sluice {
 class ThreadPool {
 public:
     explicit ThreadPool(int n_threads);
+    // Workers pinned to cpus (worker i to cpus[i % size]); the calling thread,
+    // which runs slice 0, is left where it is: a library does not move its
+    // caller. Empty = no pinning. Timing only, never results.
+    ThreadPool(int n_threads, const std::vector<int> &cpus);
     ~ThreadPool();
     ThreadPool(const ThreadPool &) = delete;
     ThreadPool &operator=(const ThreadPool &) = delete;
@@ -25,6 +29,7 @@ public:
 
 private:
     void worker(int id);
+    void start(const std::vector<int> &cpus);
 
     int n_;
     std::vector<std::thread> threads_;

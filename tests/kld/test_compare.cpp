@@ -242,6 +242,10 @@ TEST(KldCompare, CliReceiptSidecarAndLlamaBlock) {
     // Quick gate: window list selection.
     rc = kld({"compare", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--candidate", f.d + "/cand", "--windows", "0,2-3"}, &out, &er);
     ASSERT_EQ(rc, 0) << er;
+    // Without --json: the summary and a per-domain table, no per-window JSON lines.
+    EXPECT_EQ(out.find('{'), std::string::npos) << out;
+    EXPECT_NE(out.find("mean KL"), std::string::npos) << out;
+    EXPECT_NE(out.find("domain"), std::string::npos) << out;
 }
 
 TEST(KldCompare, Festr2CompatAgreesWithTorchFloat32) {

@@ -1,5 +1,7 @@
 // kld report (ranking, self-contained HTML, per-token histograms, refusals)
 // and the capture/compare/paired/noise progress display.
+#include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <thread>
 
@@ -114,7 +116,8 @@ TEST(KldReport, RanksRendersAndCountsEveryToken) {
     std::string out, er;
     // Given out of order; the report ranks by mean KL.
     ASSERT_EQ(report({"--receipts", f.receipt("far"), f.receipt("same"), f.receipt("mid"), f.receipt("near"), "--tokens",
-                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html, "--json", rj},
+                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html, "--json", rj,
+                      "--hist-min", "1e-8", "--hist-max", "10"},  // the fixed range the recount below assumes
                      &out, &er),
               0)
         << er;
@@ -187,7 +190,8 @@ TEST(KldReport, RanksRendersAndCountsEveryToken) {
     EXPECT_FALSE(file_exists(html + ".tmp"));
     // Deterministic: the same inputs give the same page byte for byte.
     ASSERT_EQ(report({"--receipts", f.receipt("far"), f.receipt("same"), f.receipt("mid"), f.receipt("near"), "--tokens",
-                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html + "2"},
+                      f.tokens("far"), f.tokens("same"), f.tokens("mid"), f.tokens("near"), "--out", html + "2",
+                      "--hist-min", "1e-8", "--hist-max", "10"},
                      &out, &er),
               0);
     EXPECT_EQ(read_text(html + "2"), h);
@@ -499,5 +503,40 @@ TEST(KldProgress, PairedAndNoiseOnStderrOnly) {
         std::string er;
         EXPECT_EQ(run("both", {"--progress", "--no-progress"}, {}, nullptr, &er), 2) << c.name;
         EXPECT_TRUE(has(er, "give --progress or --no-progress, not both")) << c.name;
+    }
+}
+
+// Without --hist-min/--hist-max the histogram spans the decades the data
+// occupies: no empty decades at either end, every token still counted.
+TEST(KldReport, HistogramRangeFollowsTheData) {
+    auto& f = rp();
+    const std::string html = f.d + "/auto.html", rj = f.d + "/auto.json";
+    std::string out, er;
+    ASSERT_EQ(report({"--receipts", f.receipt("near"), f.receipt("far"), "--tokens", f.tokens("near"), f.tokens("far"),
+                      "--out", html, "--json", rj},
+                     &out, &er),
+              0)
+        << er;
+    json j = json::parse(read_text(rj));
+    const double lo = j["histogram_bins"]["min"], hi = j["histogram_bins"]["max"];
+    double mn = 1e300, mx = 0;
+    for (const char* n : {"near", "far"}) {
+        StFile sf;
+        ASSERT_TRUE(sf.open(f.tokens(n)).ok());
+        const TensorInfo* t = sf.find("kl");
+        std::vector<float> kl(t->shape[0]);
+        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).ok());
+        for (float x : kl)
+            if (x > 0 && std::isfinite(x)) mn = std::min(mn, double(x)), mx = std::max(mx, double(x));
+    }
+    std::printf("data in [%g, %g]; histogram range [%g, %g]\n", mn, mx, lo, hi);
+    EXPECT_LE(lo, mn);
+    EXPECT_GT(hi, mx);
+    EXPECT_GT(lo * 10, mn);  // no empty decade below the data
+    EXPECT_LE(hi / 10, mx);  // nor above it
+    for (const auto& c : j["ranking"]) {
+        const json& h = c["histogram"];
+        EXPECT_EQ(h["above"], 0) << c["label"];
+        EXPECT_EQ(h["below"], h["zeros"]) << c["label"];  // only zeros fall below
     }
 }
