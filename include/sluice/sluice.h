@@ -406,7 +406,7 @@ typedef struct sluice_config_plan {
     double read_bytes_per_token;    /* working set x (1 - hit rate); the whole working set without a trace */
     double tok_per_s;               /* disk_gbps * 1e9 / read_bytes_per_token; 0 without disk_gbps */
 } sluice_config_plan;
-sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_bytes, int32_t context,
+SLUICE_API sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_bytes, int32_t context,
                                  const char *trace_path, const char *policy, double disk_gbps,
                                  sluice_config_plan *out, char *err, size_t err_cap);
 
