@@ -2,54 +2,92 @@
 # Coverage-guided fuzzing of the untrusted-input parsers with Debian's clang
 # and libFuzzer, under ASan and UBSan (issue 16).
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS]   (default 30)
-# Each harness is built from the few sources it needs (no CMake build), its
-# corpus seeded from ../shared/fixtures when present and kept in
-# build-fuzz/corpus-NAME. Exit 1 on any crash, leak or UB report, 77 (skip)
-# without clang's libFuzzer.
+#   ONLY="fuzz_kld fuzz_suite" scripts/fuzz.sh 120   (a subset)
+# Each harness links the few sources it needs (no CMake build). Objects are
+# compiled once into build-fuzz/obj and shared between harnesses, through a
+# generated Makefile (make -j$FUZZ_JOBS, default 2), so adding a harness costs
+# only its own sources. Corpora are seeded from ../shared/fixtures when
+# present and from tests/fuzz/seeds, and kept in build-fuzz/corpus-NAME.
+# Exit 1 on any crash, leak or UB report, 77 (skip) without clang's libFuzzer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS=${1:-30}
 CXX=${FUZZ_CXX:-clang++}
-OUT=build-fuzz
+OUT=${FUZZ_OUT:-build-fuzz}
 if ! command -v "$CXX" >/dev/null; then echo "SKIP: $CXX not installed (apt-get install clang)"; exit 77; fi
+if ! command -v make >/dev/null; then echo "SKIP: make not installed"; exit 77; fi
 mkdir -p "$OUT"
 echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long){return 0;}' > "$OUT/probe.cpp"
 if ! "$CXX" -fsanitize=fuzzer "$OUT/probe.cpp" -o "$OUT/probe" 2>/dev/null; then
   echo "SKIP: $CXX has no libFuzzer (Debian: apt-get install clang libclang-rt-dev or clang-14)"; exit 77
 fi
-FLAGS=(-std=c++20 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude)
 
-build() {  # name sources... (rebuilt only when a source is newer)
-  local name=$1; shift
-  local newer=0
-  for s in "$@"; do [ "$s" -nt "$OUT/$name" ] && newer=1; done
-  [ $newer = 1 ] || [ ! -x "$OUT/$name" ] || return 0
-  "$CXX" "${FLAGS[@]}" "$@" -o "$OUT/$name" -lpthread
-}
-build fuzz_manifest tests/fuzz/fuzz_manifest.cpp src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp
-build fuzz_request tests/fuzz/fuzz_request.cpp src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp \
-  src/server/xtml_render.cpp src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp
-build fuzz_hotlist tests/fuzz/fuzz_hotlist.cpp src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp \
-  src/format/platform_io.cpp
-HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist"
+# harness: sources besides tests/fuzz/<harness>.cpp
+declare -A SRC=(
+  [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp"
+  [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp
+    src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp"
+  [fuzz_hotlist]="src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
+  [fuzz_expert_record]="src/format/expert_record.cpp src/format/crc32.cpp"
+  [fuzz_container]="src/format/container.cpp src/format/manifest.cpp src/format/file.cpp src/format/io_fault.cpp
+    src/format/platform_io.cpp src/quant/qtensor.cpp src/common/sha256.cpp"
+  [fuzz_safetensors_convert]="src/convert/safetensors.cpp src/convert/numeric.cpp src/convert/util.cpp
+    src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/sha256.cpp"
+  [fuzz_safetensors_kld]="src/eval/safetensors.cpp src/eval/kld_common.cpp"
+  [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
+    src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
+  [fuzz_llamakld]="src/eval/llamakld.cpp src/eval/suite.cpp src/eval/kld_common.cpp"
+  [fuzz_suite]="src/eval/suite.cpp src/eval/kld_common.cpp"
+)
+HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors_convert
+  fuzz_safetensors_kld fuzz_tokenizer fuzz_llamakld fuzz_suite"
 
-seed_manifest() {
-  local d="$OUT/corpus-fuzz_manifest"; mkdir -p "$d"
-  for f in ../shared/fixtures/warp/*.waste/manifest.json tests/fuzz/seeds/manifest/*.json; do
-    [ -f "$f" ] && cp -f "$f" "$d/$(echo "$f" | md5sum | cut -c1-12).json"
+# The Makefile: one object per source (with -MMD header dependencies), one
+# link per harness.
+{
+  echo "CXX := $CXX"
+  echo "CXXFLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude -MMD -MP"
+  echo "LDFLAGS := -fsanitize=fuzzer,address,undefined -lcrypto -lutf8proc -lz -lpthread"
+  echo ".PHONY: all"
+  echo "all: $(for h in $HARNESSES; do printf '%s/%s ' "$OUT" "$h"; done)"
+  declare -A seen=()
+  for h in $HARNESSES; do
+    objs=""
+    for s in tests/fuzz/$h.cpp ${SRC[$h]}; do
+      o="$OUT/obj/${s%.cpp}.o"; objs+=" $o"
+      if [ -z "${seen[$s]:-}" ]; then
+        seen[$s]=1
+        printf '%s: %s\n\t@mkdir -p $(@D)\n\t$(CXX) $(CXXFLAGS) -c %s -o $@\n' "$o" "$s" "$s"
+      fi
+    done
+    printf '%s/%s:%s\n\t$(CXX)%s -o $@ $(LDFLAGS)\n' "$OUT" "$h" "$objs" "$objs"
   done
+  # llamakld.cpp's RowStream typeinfo lives with the candidate readers
+  # (operand.cpp and what it pulls in); UBSan's vptr check would link them all.
+  echo "$OUT/obj/src/eval/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"
+} > "$OUT/Makefile"
+make -s -f "$OUT/Makefile" -j"${FUZZ_JOBS:-2}" $(for h in ${ONLY:-$HARNESSES}; do printf '%s/%s ' "$OUT" "$h"; done)
+
+seed() {  # harness files...: copy each existing file into the corpus under a content name
+  local d="$OUT/corpus-$1"; shift; mkdir -p "$d"
+  for f in "$@"; do [ -f "$f" ] && cp -f "$f" "$d/$(md5sum < "$f" | cut -c1-12)"; done
   true
 }
-seed_manifest
-mkdir -p "$OUT/corpus-fuzz_request" "$OUT/corpus-fuzz_hotlist"
-cp -f tests/fuzz/seeds/request/* "$OUT/corpus-fuzz_request/" 2>/dev/null || true
-cp -f tests/fuzz/seeds/hotlist/* "$OUT/corpus-fuzz_hotlist/" 2>/dev/null || true
+for h in ${ONLY:-$HARNESSES}; do seed "$h" tests/fuzz/seeds/"${h#fuzz_}"/*; done
+F=../shared/fixtures
+seed fuzz_manifest $F/warp/*.waste/manifest.json
+seed fuzz_tokenizer $F/warp/*.waste/chat.json
+# Fixture-derived multi-file seeds (tokenizer, container, expert record).
+if [ -d "$F/warp" ] && command -v python3 >/dev/null; then
+  python3 tests/fuzz/fixture_seeds.py "$F" "$OUT" || echo "note: fixture seeds not made"
+fi
 
 rc=0
 for h in ${ONLY:-$HARNESSES}; do
   echo "== $h: ${SECS}s"
   if ! ASAN_OPTIONS=detect_leaks=1 "$OUT/$h" -max_total_time="$SECS" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
-        -print_final_stats=1 "$OUT/corpus-$h" 2>"$OUT/$h.log"; then
+        -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus-$h" 2>"$OUT/$h.log"; then
     echo "FAIL: $h (see $OUT/$h.log and $OUT/crash-*)"; tail -30 "$OUT/$h.log"; rc=1
   fi
   grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$OUT/$h.log" | sed "s/^/  /"

@@ -12,8 +12,18 @@
 namespace sluice::kld {
 
 uint64_t kld_expected_size(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk) {
-    const int64_t S = n_ctx - 1 - n_ctx / 2, nv = 2 * ((n_vocab + 1) / 2) + 4;
-    return uint64_t(20 + 4 * n_ctx * n_chunk + 2 * nv * S * n_chunk);
+    // The fields come from an untrusted header (each up to 2^31 - 1): their
+    // products overflow 64 bits (found by fuzz_llamakld), so the size is
+    // computed with overflow checks and UINT64_MAX, which no file has, stands
+    // for "too large".
+    if (n_ctx < 0 || n_vocab < 0 || n_chunk < 0) return UINT64_MAX;
+    const uint64_t S = uint64_t(n_ctx - 1 - n_ctx / 2), nv = 2 * ((uint64_t(n_vocab) + 1) / 2) + 4;
+    uint64_t tok, rows, total;
+    if (__builtin_mul_overflow(uint64_t(n_ctx), uint64_t(n_chunk), &tok) || __builtin_mul_overflow(tok, 4u, &tok) ||
+        __builtin_mul_overflow(nv * 2, S, &rows) || __builtin_mul_overflow(rows, uint64_t(n_chunk), &rows) ||
+        __builtin_add_overflow(tok, rows, &total) || __builtin_add_overflow(total, 20u, &total))
+        return UINT64_MAX;
+    return total;
 }
 
 Status kld_open(const std::string& path, KldFile* out) {
@@ -46,6 +56,12 @@ Status kld_open(const std::string& path, KldFile* out) {
                                      ", n_chunk " + std::to_string(f.n_chunk) + " out of range");
     }
     const uint64_t want = kld_expected_size(f.n_ctx, f.n_vocab, f.n_chunk);
+    if (want == UINT64_MAX) {
+        ::close(fd);
+        return err(Code::format, path + ": n_ctx " + std::to_string(f.n_ctx) + ", n_vocab " +
+                                     std::to_string(f.n_vocab) + ", n_chunk " + std::to_string(f.n_chunk) +
+                                     " describe a file over 2^64 bytes");
+    }
     if (uint64_t(st.st_size) != want) {
         ::close(fd);
         return err(Code::format, path + ": file size " + std::to_string(st.st_size) + " != " + std::to_string(want) +
