@@ -755,7 +755,7 @@ int main(int argc, char **argv) {
     gen->add_option("-n", n, "tokens to generate (default 16)")->check(CLI::Range(0, 1 << 20));
     gen->add_flag("--stats", stats, "print expert cache and I/O statistics");
     gen->add_flag("--print-ids", print_ids, "print the generated ids, one a line, instead of the text");
-    gen->add_flag("--ignore-eos", ignore_eos, "keep generating past the end-of-sequence token (benchmarks)");
+    gen->add_flag("--ignore-eos", ignore_eos, "keep generating past end-of-sequence and end-of-turn tokens (benchmarks)");
     add_common(gen, &common);
 
     sluice::SynthOptions so;

@@ -412,7 +412,7 @@ std::shared_ptr<TextCommands> add_text_commands(CLI::App &app, TextHooks hooks) 
     r.prompt_opt = run->add_option("prompt", r.prompt,
                                    "the prompt (a user message; with --raw, text to continue); - or a pipe: stdin");
     run->add_option("--file,-f", r.file, "read the prompt from this file")->check(CLI::ExistingFile);
-    run->add_flag("--ignore-eos", r.ignore_eos, "keep generating past the end-of-sequence token (benchmarks)");
+    run->add_flag("--ignore-eos", r.ignore_eos, "keep generating past end-of-sequence and end-of-turn tokens (benchmarks)");
     run->add_option("-n", r.n, "tokens to generate at most (default 256)")->check(CLI::Range(0, 1 << 24));
     run->add_option("--stop", r.stops, "stop when the text contains this string (repeatable)");
     run->add_option("--system", r.system, "a system message (chat mode)");

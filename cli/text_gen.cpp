@@ -116,7 +116,10 @@ GenResult generate(sluice_ctx *ctx, sluice_sampler *sampler, std::vector<float> 
             r.why = StopReason::eos;
             break;
         }
-        if (std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end()) {
+        // --ignore-eos covers every end-of-generation token, as llama.cpp's
+        // does: a trained model ends its chat turn with the template's stop
+        // token, and a benchmark asking for -n tokens must get -n.
+        if (!o.ignore_eos && std::find(o.stop_tokens.begin(), o.stop_tokens.end(), t) != o.stop_tokens.end()) {
             r.why = StopReason::stop_token;
             break;
         }

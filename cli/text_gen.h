@@ -55,7 +55,7 @@ struct GenOptions {
     std::vector<int32_t> stop_tokens;  // end the turn (not printed), besides EOS
     std::vector<std::string> stops;    // stop strings (cut from the output)
     bool print_control = false;        // print control tokens' text too
-    bool ignore_eos = false;           // EOS does not end generation (benchmarks)
+    bool ignore_eos = false;           // EOS and stop tokens do not end generation (benchmarks)
     // Set (by a SIGINT handler) to end the reply as if it hit the limit: the
     // session stays consistent and the conversation goes on.
     const volatile std::sig_atomic_t *interrupt = nullptr;
