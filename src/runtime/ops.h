@@ -1,4 +1,6 @@
-// Elementwise math and batched matrix products shared by the blocks. All
+// Elementwise math and batched matrix products over the thread pool, shared
+// by the text blocks (src/model) and the vision tower (src/vision): it lives
+// here, below both, so neither of them includes the other's internals. All
 // activations are f32 (MODEL.md §11); matmul uses the same per-row kernel as
 // a single-token product, so chunked prefill and decode agree bit for bit.
 #pragma once
