@@ -217,7 +217,7 @@ def main():
         print("|---|---|---|---|---|---|---|---|")
         total = expert_set_bytes(model)
         for pct in (3, 6, 12):
-            for pol in ("lru", "lfru", "freq"):
+            for pol in ("lru", "lfru", "freq", "pred"):
                 drop_caches()
                 r = sluice(model, ["0", "--cache-bytes", str(int(total * pct / 100)), "--cache-policy", pol,
                                    "--replay", trace, "--io-depth", str(qd), "--threads", "2", "--prompt", "16",

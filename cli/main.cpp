@@ -52,7 +52,7 @@ void add_common(CLI::App *app, Common *c) {
     app->add_option("--io-engine", c->io_engine, "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
         ->check(CLI::IsMember({"auto", "uring", "threads"}));
     app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), lfru, lru")
-        ->check(CLI::IsMember({"freq", "lfru", "lru"}));
+        ->check(CLI::IsMember({"freq", "pred", "lfru", "lru"}));
     app->add_flag("--no-readahead", c->no_readahead, "read a layer's experts only when they are needed");
     app->add_flag("--no-lookahead", c->no_lookahead, "no next-layer router guesses");
     app->add_flag("--no-direct", c->no_direct, "buffered reads instead of O_DIRECT");
@@ -827,14 +827,14 @@ int main(int argc, char **argv) {
                                 cfg.vision = vision ? 1 : 0;
                                 return open_or_report(m, cfg, common);
                             },
-                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }};
+                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }, nullptr, nullptr};
     hooks.open_metadata = [&](const std::string &m) { return open_metadata(m, common); };
     hooks.quiet = [&] { return common.quiet; };
     auto text_cmds = sluice::add_text_commands(app, hooks);
 
     sluice::TextHooks ppl_hooks{[&](CLI::App *sc) { add_common(sc, &common); },
                                 [&](const std::string &m, bool) { return open_or_report(m, to_config(common), common); },
-                                print_stats, nullptr};
+                                print_stats, nullptr, nullptr, nullptr};
     ppl_hooks.quiet = [&] { return common.quiet; };
     auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
     sluice::TextHooks bench_hooks = ppl_hooks;
