@@ -51,7 +51,7 @@ void add_common(CLI::App *app, Common *c) {
     app->add_option("--io-depth", c->io_depth, "expert reads in flight (default 8)")->check(CLI::Range(0, 256));
     app->add_option("--io-engine", c->io_engine, "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
         ->check(CLI::IsMember({"auto", "uring", "threads"}));
-    app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), lfru, lru")
+    app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), pred (learned next-visit probability), lfru, lru")
         ->check(CLI::IsMember({"freq", "pred", "lfru", "lru"}));
     app->add_flag("--no-readahead", c->no_readahead, "read a layer's experts only when they are needed");
     app->add_flag("--no-lookahead", c->no_lookahead, "no next-layer router guesses");
