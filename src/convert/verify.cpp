@@ -138,7 +138,10 @@ bool source_matrix_is(const Checkpoint& ck, const std::string& name, int64_t row
     const int64_t c = shape.empty() ? 1 : shape.back();
     if (r == rows && c == cols) return true;
     std::string s = "[";
-    for (size_t i = 0; i < shape.size(); ++i) s += (i ? "," : "") + std::to_string(shape[i]);
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i) s += ',';  // not (i ? "," : "") + ...: GCC 12 -Wrestrict false positive
+        s += std::to_string(shape[i]);
+    }
     *why = "'" + name + "' is " + s + "], the container needs " + std::to_string(rows) + " x " + std::to_string(cols);
     return false;
 }
