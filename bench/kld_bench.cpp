@@ -28,10 +28,11 @@
 
 #include "eval/kernel.h"
 #include "eval/operand.h"
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 #include "eval/suite.h"
 
 using namespace sluice::kld;
+using namespace sluice::st;  // the safetensors reader and writer
 namespace fs = std::filesystem;
 
 namespace {

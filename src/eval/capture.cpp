@@ -8,9 +8,11 @@
 
 #include "common/output_path.h"
 #include "eval/operand.h"
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 
 namespace sluice::kld {
+
+using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
@@ -24,7 +26,7 @@ std::string logits_name(int idx) {
 Status revalidate(const std::string& path, int64_t rows, int64_t V, const std::string& token_hash,
                   const std::string& expect_sha, uint64_t* size) {
     StFile f;
-    KLD_TRY(f.open(path));
+    KLD_TRY(from_status(f.open(path)));
     const TensorInfo* t = f.find("logits");
     if (!t || f.tensors().size() != 1 || t->dt != DType::F32 || t->shape.size() != 2 ||
         int64_t(t->shape[0]) != rows || int64_t(t->shape[1]) != V)

@@ -9,10 +9,12 @@
 #include <optional>
 #include <thread>
 
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 #include "eval/torch_f32.h"
 
 namespace sluice::kld {
+
+using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
@@ -439,7 +441,7 @@ Status write_token_sidecar(const CompareResult& r, const std::string& path) {
         {"nll_cand", "F32", {P}, nc.data()}, {"dp", "F32", {P}, dp.data()}, {"logit_abs_err_mean", "F32", {P}, ae.data()},
         {"top1", "U8", {P}, t1.data()}, {"top1_tie_aware", "U8", {P}, t1t.data()}, {"window", "I32", {P}, win.data()},
         {"row", "I32", {P}, row.data()}};
-    return write_safetensors(path, {{"format", "sluice-kld-tokens-v1"}}, t);
+    return from_status(write_safetensors(path, {{"format", "sluice-kld-tokens-v1"}}, t));
 }
 
 }  // namespace sluice::kld

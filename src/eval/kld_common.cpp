@@ -2,8 +2,6 @@
 
 #include "common/output_path.h"
 
-#include <openssl/evp.h>
-
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -22,6 +20,11 @@ namespace fs = std::filesystem;
 
 Status err(Code c, std::string msg) { return Status{c, std::move(msg)}; }
 
+Status from_status(const ::sluice::Status& s) {
+    if (s.is_ok()) return {};
+    return err(s.code() == SLUICE_E_IO ? Code::io : Code::format, s.message());
+}
+
 const char* code_name(Code c) {
     switch (c) {
         case Code::ok: return "ok";
@@ -37,50 +40,8 @@ const char* code_name(Code c) {
 }
 
 // ---- SHA-256 ----------------------------------------------------------
-Sha256::Sha256() : ctx_(EVP_MD_CTX_new()) {
-    EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(ctx_), EVP_sha256(), nullptr);
-}
-Sha256::~Sha256() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(ctx_)); }
-void Sha256::update(const void* data, size_t n) {
-    EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(ctx_), data, n);
-}
-std::string Sha256::hex() {
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int len = 0;
-    EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(ctx_), md, &len);
-    static const char* digits = "0123456789abcdef";
-    std::string s(2 * len, '0');
-    for (unsigned i = 0; i < len; ++i) {
-        s[2 * i] = digits[md[i] >> 4];
-        s[2 * i + 1] = digits[md[i] & 15];
-    }
-    return s;
-}
-std::string sha256_hex(std::string_view bytes) {
-    Sha256 h;
-    h.update(bytes.data(), bytes.size());
-    return h.hex();
-}
 Status sha256_file(const std::string& path, std::string* hex, uint64_t* size) {
-    int fd = ::open(path.c_str(), O_RDONLY);
-    if (fd < 0) return err(Code::io, path + ": cannot open: " + std::strerror(errno));
-    Sha256 h;
-    std::vector<char> buf(8 << 20);
-    uint64_t total = 0;
-    for (;;) {
-        ssize_t n = ::read(fd, buf.data(), buf.size());
-        if (n < 0) {
-            ::close(fd);
-            return err(Code::io, path + ": read failed: " + std::strerror(errno));
-        }
-        if (n == 0) break;
-        h.update(buf.data(), size_t(n));
-        total += uint64_t(n);
-    }
-    ::close(fd);
-    *hex = h.hex();
-    if (size) *size = total;
-    return {};
+    return from_status(::sluice::sha256_file(path, hex, size));
 }
 
 // ---- files ------------------------------------------------------------

@@ -11,6 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/sha256.h"
+#include "common/status.h"
+
 namespace sluice::kld {
 
 using json = nlohmann::json;
@@ -41,6 +44,10 @@ struct Status {
 };
 Status err(Code c, std::string msg);
 const char* code_name(Code c);
+// A sluice::Status from src/format or src/common (the safetensors reader,
+// SHA-256) as a KLD Status: I/O stays I/O (exit 5), any other failure is a
+// format error (exit 4).
+Status from_status(const ::sluice::Status& s);
 inline int exit_code(const Status& s) { return static_cast<int>(s.code); }
 
 // Propagate a failed Status.
@@ -50,19 +57,9 @@ inline int exit_code(const Status& s) { return static_cast<int>(s.code); }
         if (!_st.ok()) return _st;                 \
     } while (0)
 
-// ---- SHA-256 (OpenSSL libcrypto) -------------------------------------
-class Sha256 {
-public:
-    Sha256();
-    ~Sha256();
-    Sha256(const Sha256&) = delete;
-    Sha256& operator=(const Sha256&) = delete;
-    void update(const void* data, size_t n);
-    std::string hex();  // finalises; call once
-private:
-    void* ctx_;
-};
-std::string sha256_hex(std::string_view bytes);
+// ---- SHA-256 (common/sha256.h) ----------------------------------------
+using ::sluice::Sha256;
+using ::sluice::sha256_hex;
 Status sha256_file(const std::string& path, std::string* hex, uint64_t* size = nullptr);
 
 // ---- files ------------------------------------------------------------

@@ -11,9 +11,11 @@
 #include "eval/llamakld.h"
 #include "eval/progress.h"
 #include "eval/report.h"
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 
 namespace sluice::kld {
+
+using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
@@ -274,7 +276,7 @@ Status cmd_inspect(const Args& a, std::ostream& out) {
             continue;
         }
         StFile f;
-        KLD_TRY(f.open(p));
+        KLD_TRY(from_status(f.open(p)));
         out << p << ": safetensors, header " << f.data_start() - 8 << " bytes, data at " << f.data_start() << "\n";
         for (auto& [k, v] : f.metadata()) out << "  meta " << k << " = " << v << "\n";
         for (auto& t : f.tensors()) {
@@ -286,7 +288,7 @@ Status cmd_inspect(const Args& a, std::ostream& out) {
                 std::vector<uint32_t> buf(1 << 20);
                 for (uint64_t i = 0; i < n; i += buf.size()) {
                     uint64_t k = std::min<uint64_t>(buf.size(), n - i);
-                    KLD_TRY(f.pread_data(t.begin + i * 4, buf.data(), k * 4));
+                    KLD_TRY(from_status(f.pread_data(t.begin + i * 4, buf.data(), k * 4)));
                     for (uint64_t j = 0; j < k; ++j) bad += (buf[j] & 0xffff) != 0;
                 }
                 out << (bad ? "  not BF16-exact (" + std::to_string(bad) + " values)" : std::string("  BF16-exact"));

@@ -8,10 +8,11 @@
 #include <unistd.h>
 
 #include "eval/readahead.h"
-#include "eval/safetensors.h"
-#include "eval/sha256.h"
+#include "format/safetensors.h"
 
 namespace sluice::kld {
+
+using namespace ::sluice::st;  // the safetensors reader and writer
 
 const char* const kFestr2SuiteHash = "a6856e1d0504fd00d13c67a5515c081f349088664d7ea0894dc4d15db2c7d209";
 
@@ -28,9 +29,9 @@ Status RowStream::peek(int64_t max, int64_t V, const float** rows, int64_t* n) {
 }
 
 void hash_row_pair(RowStream& a, const float* pa, RowStream& b, const float* pb, int64_t bytes) {
-    Sha256Stream *ha = a.row_hasher(), *hb = b.row_hasher();
+    Sha256 *ha = a.row_hasher(), *hb = b.row_hasher();
     if (!ha || !hb) return;  // consume() hashes what it must
-    Sha256Stream::update2(*ha, pa, *hb, pb, size_t(bytes));
+    Sha256::update2(*ha, pa, *hb, pb, size_t(bytes));
     a.rows_hashed(1);
     b.rows_hashed(1);
 }
@@ -59,7 +60,7 @@ Status check_tensor_file(StFile& f, int64_t rows, int64_t V, const std::string& 
         return err(Code::format, P + ": 'logits' dtype " + t->dtype + " is not F32, BF16 or F16");
     if (t->shape.size() != 2 || int64_t(t->shape[0]) != rows || int64_t(t->shape[1]) != V) {
         std::string got = "[";
-        for (size_t i = 0; i < t->shape.size(); ++i) got += (i ? "," : "") + std::to_string(t->shape[i]);
+        for (size_t i = 0; i < t->shape.size(); ++i) (got += i ? "," : "") += std::to_string(t->shape[i]);  // GCC 12 -Wrestrict
         return err(Code::identity, P + ": 'logits' shape expected [" + std::to_string(rows) + "," + std::to_string(V) +
                                        "], found " + got + "]");
     }
@@ -102,7 +103,7 @@ public:
         *n = std::min(max, k);
         return {};
     }
-    Sha256Stream* row_hasher() override { return verify_ && t_.dt == DType::F32 ? &sha_ : nullptr; }
+    Sha256* row_hasher() override { return verify_ && t_.dt == DType::F32 ? &sha_ : nullptr; }
     void rows_hashed(int64_t k) override { pre_hashed_ += k; }
     uint64_t bytes_per_row() const override { return t_.shape[1] * dtype_size(t_.dt); }
     void consume(int64_t k) override {
@@ -148,7 +149,7 @@ private:
         std::vector<uint8_t> buf(size_t(std::min<uint64_t>(to - from, uint64_t(1) << 20)));
         for (uint64_t off = from; off < to;) {
             const uint64_t n = std::min<uint64_t>(buf.size(), to - off);
-            KLD_TRY(f_.pread_file(off, buf.data(), n));
+            KLD_TRY(from_status(f_.pread_file(off, buf.data(), n)));
             sha_.update(buf.data(), n);
             off += n;
         }
@@ -160,7 +161,7 @@ private:
     std::string expect_;
     bool verify_;
     ReadAhead ra_;
-    Sha256Stream sha_;
+    Sha256 sha_;
     const uint8_t* peeked_ = nullptr;
     int64_t pre_hashed_ = 0;  // rows of the current peek hashed by the caller
     std::vector<uint16_t> raw_;
@@ -227,7 +228,7 @@ public:
         const SuiteWindow& w = s.windows[size_t(pos)];
         const Record& r = recs_.at(w.index);
         StFile f;
-        KLD_TRY(f.open(join_path(dir_, r.file)));
+        KLD_TRY(from_status(f.open(join_path(dir_, r.file))));
         const TensorInfo* t = nullptr;
         KLD_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
         auto rows = std::make_unique<FileRows>(std::move(f), t, r.sha256, verify_);
@@ -239,14 +240,14 @@ public:
     Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex, uint64_t* bytes_read = nullptr) override {
         const SuiteWindow& w = s.windows[size_t(pos)];
         StFile f;
-        KLD_TRY(f.open(join_path(dir_, recs_.at(w.index).file)));
+        KLD_TRY(from_status(f.open(join_path(dir_, recs_.at(w.index).file))));
         const TensorInfo* t = nullptr;
         KLD_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
         Sha256 h;
         std::vector<uint8_t> buf(8 << 20);
         for (uint64_t off = t->begin; off < t->end;) {
             uint64_t n = std::min<uint64_t>(buf.size(), t->end - off);
-            KLD_TRY(f.pread_data(off, buf.data(), n));
+            KLD_TRY(from_status(f.pread_data(off, buf.data(), n)));
             h.update(buf.data(), n);
             off += n;
         }

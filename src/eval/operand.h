@@ -12,7 +12,7 @@
 #include "eval/kld_common.h"
 #include "eval/progress.h"
 #include "eval/readahead.h"
-#include "eval/sha256.h"
+#include "common/sha256.h"
 #include "eval/suite.h"
 
 namespace sluice::kld {
@@ -51,7 +51,7 @@ public:
     // peeked rows itself (hash_row_pair) return their hasher here; after
     // hashing the first k rows of the current peek the caller reports
     // rows_hashed(k), and consume() hashes only the rest.
-    virtual Sha256Stream* row_hasher() { return nullptr; }
+    virtual Sha256* row_hasher() { return nullptr; }
     virtual void rows_hashed(int64_t k) { (void)k; }
     // Bytes one row occupies in the file it is read from (progress); 0 for
     // rows that are computed, not read (an engine).

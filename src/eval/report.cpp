@@ -9,9 +9,11 @@
 
 #include "eval/compare.h"
 #include "eval/report_fmt.h"
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 
 namespace sluice::kld {
+
+using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
@@ -161,7 +163,7 @@ Status load_sidecar(const Loaded& L, const std::vector<double>& edges, ReportCan
     const std::string& p = c->tokens_path;
     const std::string& rp = c->receipt_path;
     StFile f;
-    KLD_TRY(f.open(p));
+    KLD_TRY(from_status(f.open(p)));
     auto fmt = [&](const std::string& what) {
         return err(Code::format, p + ": not a kld compare --tokens sidecar: " + what);
     };
@@ -176,12 +178,12 @@ Status load_sidecar(const Loaded& L, const std::vector<double>& edges, ReportCan
         return err(Code::identity, p + ": " + std::to_string(P) + " per-token KL values, but receipt " + rp + " has " +
                                        std::to_string(c->positions) + " positions (a sidecar of another run?)");
     std::vector<float> kl(P);
-    if (P) KLD_TRY(f.pread_data(t->begin, kl.data(), P * 4));
+    if (P) KLD_TRY(from_status(f.pread_data(t->begin, kl.data(), P * 4)));
     std::vector<int32_t> win;
     if (const TensorInfo* w = f.find("window")) {
         if (w->dt != DType::I32 || w->shape.size() != 1 || w->shape[0] != P) return fmt("'window' is not an I32 vector of length " + std::to_string(P));
         win.resize(P);
-        if (P) KLD_TRY(f.pread_data(w->begin, win.data(), P * 4));
+        if (P) KLD_TRY(from_status(f.pread_data(w->begin, win.data(), P * 4)));
     }
     for (uint64_t i = 0; i < P; ++i)
         if (std::isnan(kl[i]) || kl[i] == -INFINITY)

@@ -21,12 +21,13 @@
 #include "eval/kld_main.h"
 #include "eval/llamakld.h"
 #include "eval/operand.h"
-#include "eval/safetensors.h"
+#include "format/safetensors.h"
 #include "eval/suite.h"
 
 namespace kt {
 
 using namespace sluice::kld;
+using namespace sluice::st;  // the safetensors reader and writer
 namespace fs = std::filesystem;
 
 // Scratch directories are removed when the test binary exits (set

@@ -1,13 +1,11 @@
-// Plumbing: SHA-256, Python-identical JSON text, safetensors rules, dtype
-// conversions, window lists.
+// Plumbing: the token hash, Python-identical JSON text, window lists.
 #include "kld_test_util.h"
 
 using namespace kt;
 
-TEST(KldBasics, Sha256KnownVectors) {
-    EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    // §1.5 example array, hashed without its trailing newline.
+TEST(KldBasics, TokenHash) {
+    // §1.5 example array, hashed without its trailing newline (SHA-256
+    // itself: tests/unit/sha256_test.cpp).
     EXPECT_EQ(token_ids_hash({163584, 12, 0, 99}), sha256_hex("[163584,12,0,99]"));
 }
 
@@ -31,84 +29,8 @@ TEST(KldBasics, PythonJsonText) {
     EXPECT_EQ(read_text(d + "/py.txt"), dump_py(j));
 }
 
-TEST(KldBasics, SafetensorsRoundTripAndPadding) {
-    const std::string d = tmpdir("st");
-    std::vector<float> a = {1.f, -2.f, 3.5f, 0.f, 7.f, -INFINITY};
-    std::vector<uint8_t> u = {1, 2, 3};
-    for (size_t align : {size_t(8), size_t(4096)}) {
-        const std::string p = d + "/t" + std::to_string(align) + ".safetensors";
-        std::string sha;
-        uint64_t size = 0;
-        ASSERT_TRUE(write_safetensors(p, {{"z", "1"}, {"a", "2"}}, {{"logits", "F32", {2, 3}, a.data()}, {"u", "U8", {3}, u.data()}},
-                                      align, &sha, &size).ok());
-        StFile f;
-        Status st = f.open(p);
-        ASSERT_TRUE(st.ok()) << st.msg;
-        EXPECT_EQ(f.data_start() % align, 0u);
-        EXPECT_EQ(f.metadata().at("a"), "2");
-        const TensorInfo* t = f.find("logits");
-        ASSERT_NE(t, nullptr);
-        std::vector<float> back(6);
-        ASSERT_TRUE(f.read_rows_f32(*t, 0, 2, back.data()).ok());
-        EXPECT_EQ(std::memcmp(back.data(), a.data(), 24), 0);
-        std::string h2;
-        ASSERT_TRUE(sha256_file(p, &h2).ok());
-        EXPECT_EQ(sha, h2);
-        EXPECT_FALSE(file_exists(p + ".tmp"));
-    }
-}
-
-TEST(KldBasics, SafetensorsFestr2HeaderSizes) {
-    // §1.9: the festr2 writer's header is 328 bytes for windows 0-23 and 336
-    // for 24-31; ours emits the same compact JSON and padding.
-    const std::string h64(64, 'a');
-    auto hdr = [&](int idx, const std::string& dom) {
-        std::map<std::string, std::string> m = {{"format", "kimi-k3-kld-reference-v1"}, {"window_index", std::to_string(idx)},
-                                                {"domain", dom}, {"context_length", "2048"}, {"vocab_size", "163840"},
-                                                {"dtype", "float32"}, {"token_ids_json_sha256", h64}};
-        return safetensors_header(m, {{"logits", "F32", {2047, 163840}, nullptr}}).size();
-    };
-    EXPECT_EQ(hdr(7, "prose"), 328u);
-    EXPECT_EQ(hdr(23, "code"), 328u);
-    EXPECT_EQ(hdr(31, "instruction"), 336u);
-    const uint64_t total = 24 * (8 + 328 + 1341521920ull) + 8 * (8 + 336 + 1341521920ull);
-    std::printf("festr2 payload rebuilt from our headers: %llu bytes\n", (unsigned long long)total);
-    EXPECT_EQ(total, 42928712256ull);
-}
-
-TEST(KldBasics, SafetensorsReaderRefusals) {
-    const std::string d = tmpdir("st-bad");
-    auto make = [&](const std::string& name, const std::string& header, size_t data) {
-        std::string s(8, '\0');
-        uint64_t n = header.size();
-        std::memcpy(s.data(), &n, 8);
-        s += header;
-        s.append(data, '\0');
-        write_text(d + "/" + name, s);
-        StFile f;
-        return f.open(d + "/" + name);
-    };
-    EXPECT_EQ(make("short", "", 0).code, Code::format);
-    EXPECT_EQ(make("notobj", "[1]", 0).code, Code::format);
-    EXPECT_EQ(make("baddtype", R"({"x":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("badsize", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("gap", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8).code, Code::format);
-    EXPECT_EQ(make("trail", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5).code, Code::format);
-    EXPECT_EQ(make("dup", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("meta", R"({"__metadata__":{"a":1}})", 0).code, Code::format);
-    Status ok = make("ok", R"(  {"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}   )", 4);
-    EXPECT_TRUE(ok.ok()) << ok.msg;
-}
-
-TEST(KldBasics, HalfConversions) {
-    EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
-    EXPECT_EQ(f16_to_f32(0xc000), -2.0f);
-    EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
-    EXPECT_TRUE(std::isinf(f16_to_f32(0x7c00)));
-    EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
-    EXPECT_EQ(f32_to_bf16_rne(1.00390625f), 0x3f80);  // tie → even
-    EXPECT_EQ(f32_to_bf16_rne(1.01171875f), 0x3f82);  // tie → even (up)
-}
+// The safetensors reader and writer, and the half conversions: tested
+// once for every user in tests/unit/safetensors_test.cpp.
 
 TEST(KldBasics, WindowLists) {
     std::vector<int> w;
@@ -117,34 +39,4 @@ TEST(KldBasics, WindowLists) {
     EXPECT_EQ(parse_window_list("40", 32, &w).code, Code::usage);
     EXPECT_EQ(parse_window_list("3-1", 32, &w).code, Code::usage);
     EXPECT_EQ(parse_window_list("a", 32, &w).code, Code::usage);
-}
-
-TEST(KldBasics, Sha256StreamMatchesOpenSslAndPairsAnyLengths) {
-    // The operand hashes (own SHA-NI code, two streams interleaved) against
-    // OpenSSL, with the two streams at different block offsets (their
-    // headers differ in length) and updates of every size class.
-    std::mt19937 rng(5);
-    std::printf("SHA-256 extensions: %s\n", Sha256Stream::has_sha_ni() ? "yes (own block code)" : "no (OpenSSL)");
-    for (int trial = 0; trial < 60; ++trial) {
-        const size_t ha = rng() % 200, hb = rng() % 200, body = (trial % 3 == 0) ? 0 : rng() % 5000 + (trial % 7 == 0 ? 1 << 20 : 0);
-        std::string a(ha + body, '\0'), b(hb + body, '\0');
-        for (auto& c : a) c = char(rng());
-        for (auto& c : b) c = char(rng());
-        Sha256Stream sa, sb;
-        sa.update(a.data(), ha);
-        sb.update(b.data(), hb);
-        for (size_t off = 0; off < body;) {
-            const size_t n = std::min(body - off, size_t(rng() % 3000 + 1) * (trial % 2 ? 1 : 97));
-            Sha256Stream::update2(sa, a.data() + ha + off, sb, b.data() + hb + off, n);
-            off += n;
-        }
-        ASSERT_EQ(sa.hex(), sha256_hex(a)) << "trial " << trial;
-        ASSERT_EQ(sb.hex(), sha256_hex(b)) << "trial " << trial;
-    }
-    for (size_t n : {0, 1, 55, 56, 63, 64, 65, 119, 120, 128}) {
-        std::string s(n, 'x');
-        Sha256Stream h;
-        h.update(s.data(), n);
-        EXPECT_EQ(h.hex(), sha256_hex(s)) << n;
-    }
 }

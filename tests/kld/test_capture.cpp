@@ -62,7 +62,7 @@ TEST(KldCapture, WritesV0LayoutResumesAndStreamsModel) {
     EXPECT_EQ(m["windows"][1]["shape"], json::array({47, 500}));
     EXPECT_EQ(m["runtime"]["capture_tool"], "sluice kld capture");
     StFile f;
-    ASSERT_TRUE(f.open(d + "/cap/logits_001.safetensors").ok());
+    ASSERT_TRUE(f.open(d + "/cap/logits_001.safetensors").is_ok());
     EXPECT_EQ(f.metadata().size(), 8u);  // the seven festr2 keys + sluice_version
     EXPECT_EQ(f.metadata().at("format"), "sluice-kld-logits-v1");
     EXPECT_EQ(f.metadata().at("token_ids_json_sha256"), s.windows[1].token_hash);

@@ -235,7 +235,7 @@ TEST(KldCompare, CliReceiptSidecarAndLlamaBlock) {
     json r = json::parse(read_text(j));
     EXPECT_EQ(read_text(j), dump_py(r));
     StFile sf;
-    ASSERT_TRUE(sf.open(tk).ok());
+    ASSERT_TRUE(sf.open(tk).is_ok());
     EXPECT_EQ(sf.find("kl")->shape[0], 6u * 63);
     EXPECT_EQ(sf.find("top1")->dtype, "U8");
     EXPECT_EQ(sf.find("window")->dtype, "I32");

@@ -153,10 +153,10 @@ TEST(KldReport, RanksRendersAndCountsEveryToken) {
         EXPECT_EQ(sum, r["positions"].get<int64_t>());
         EXPECT_EQ(h["total"], r["positions"]);
         StFile sf;
-        ASSERT_TRUE(sf.open(f.tokens(c["label"])).ok());
+        ASSERT_TRUE(sf.open(f.tokens(c["label"])).is_ok());
         const TensorInfo* t = sf.find("kl");
         std::vector<float> kl(t->shape[0]);
-        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).ok());
+        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).is_ok());
         std::vector<int64_t> counts(36, 0);
         int64_t below = 0;
         for (float x : kl) {
@@ -522,10 +522,10 @@ TEST(KldReport, HistogramRangeFollowsTheData) {
     double mn = 1e300, mx = 0;
     for (const char* n : {"near", "far"}) {
         StFile sf;
-        ASSERT_TRUE(sf.open(f.tokens(n)).ok());
+        ASSERT_TRUE(sf.open(f.tokens(n)).is_ok());
         const TensorInfo* t = sf.find("kl");
         std::vector<float> kl(t->shape[0]);
-        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).ok());
+        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).is_ok());
         for (float x : kl)
             if (x > 0 && std::isfinite(x)) mn = std::min(mn, double(x)), mx = std::max(mx, double(x));
     }

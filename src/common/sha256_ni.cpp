@@ -2,13 +2,13 @@
 // interleaved. sha256rnds2 has a long latency, so one message leaves the
 // unit mostly idle; two independent messages in one instruction stream keep
 // it busier (the same idea as Linux's sha256_ni_finup2x). Compiled with
-// -msha -msse4.1; called only when CPUID reports SHA (sha256.cpp).
+// -msha -msse4.1 -mssse3; called only when CPUID reports SHA (sha256.cpp).
 #include <immintrin.h>
 
 #include <cstddef>
 #include <cstdint>
 
-namespace sluice::kld::sha {
+namespace sluice::sha256_detail {
 
 namespace {
 
@@ -100,4 +100,4 @@ void blocks_ni_x2(uint32_t* sa, const uint8_t* pa, uint32_t* sb, const uint8_t* 
     store_state(sb, b.s0, b.s1);
 }
 
-}  // namespace sluice::kld::sha
+}  // namespace sluice::sha256_detail

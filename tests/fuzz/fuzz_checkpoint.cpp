@@ -1,5 +1,6 @@
-// libFuzzer harness: the converter's safetensors reader (src/convert) on a
-// checkpoint directory materialised from the input: model.safetensors, and
+// libFuzzer harness: a safetensors checkpoint (src/format/safetensors.h's
+// index + shard reader) seen through the converter's logical tensors
+// (src/convert/checkpoint.h: fp8 and MXFP4 decoding), on a directory materialised from the input: model.safetensors, and
 // when the second part is non-empty a model.safetensors.index.json whose
 // shards may name "a.safetensors" (a second copy of the first part). Every
 // logical tensor that opens has its shape taken and its first rows decoded.
@@ -9,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/safetensors.h"
+#include "convert/checkpoint.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
