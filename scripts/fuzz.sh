@@ -33,11 +33,11 @@ declare -A SRC=(
     src/format/platform_io.cpp src/quant/qtensor.cpp src/common/sha256.cpp"
   [fuzz_safetensors_convert]="src/convert/safetensors.cpp src/convert/numeric.cpp src/convert/util.cpp
     src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/sha256.cpp"
-  [fuzz_safetensors_kld]="src/eval/safetensors.cpp src/eval/kld_common.cpp"
+  [fuzz_safetensors_kld]="src/eval/safetensors.cpp src/kld/kld_common.cpp"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
-  [fuzz_llamakld]="src/eval/llamakld.cpp src/eval/suite.cpp src/eval/kld_common.cpp"
-  [fuzz_suite]="src/eval/suite.cpp src/eval/kld_common.cpp"
+  [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp"
+  [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors_convert
   fuzz_safetensors_kld fuzz_tokenizer fuzz_llamakld fuzz_suite"
@@ -64,7 +64,7 @@ HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_conta
   done
   # llamakld.cpp's RowStream typeinfo lives with the candidate readers
   # (operand.cpp and what it pulls in); UBSan's vptr check would link them all.
-  echo "$OUT/obj/src/eval/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  echo "$OUT/obj/src/kld/io/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
   echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"
 } > "$OUT/Makefile"
 make -s -f "$OUT/Makefile" -j"${FUZZ_JOBS:-2}" $(for h in ${ONLY:-$HARNESSES}; do printf '%s/%s ' "$OUT" "$h"; done)

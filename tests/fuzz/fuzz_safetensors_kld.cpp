@@ -13,7 +13,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const std::string path =
         fuzz::put("window.safetensors", std::string_view(reinterpret_cast<const char *>(data), size));
     sluice::kld::StFile f;
-    if (!f.open(path).ok()) return 0;
+    if (!f.open(path).is_ok()) return 0;
     std::vector<float> buf;
     for (const auto &t : f.tensors()) {
         (void)f.find(t.name);

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/readahead.h"
+#include "kld/io/readahead.h"
 #include "format/platform_io.h"
 
 using namespace sluice::kld;
@@ -36,10 +36,10 @@ TEST(KldReadAhead, SixteenKiBPagesReadTheExactBytes) {
         o.mode = mode;
         o.chunk = 4096;
         ReadAhead ra;
-        ASSERT_TRUE(ra.open(name, begin, end, o).ok());
+        ASSERT_TRUE(ra.open(name, begin, end, o).is_ok());
         std::vector<uint8_t> got(end - begin);
-        ASSERT_TRUE(ra.read(got.data(), got.size()).ok());
-        ASSERT_TRUE(ra.finish().ok());
+        ASSERT_TRUE(ra.read(got.data(), got.size()).is_ok());
+        ASSERT_TRUE(ra.finish().is_ok());
         const bool same = std::equal(got.begin(), got.end(), bytes.begin() + (ptrdiff_t)begin);
         std::printf("16 KiB pages, %s requested (%s used): %zu bytes from offset %llu %s\n",
                     mode == IoMode::direct ? "direct" : "buffered", ra.mode() == IoMode::direct ? "direct" : "buffered",

@@ -98,7 +98,7 @@ TEST(KldRefusals, VocabAndShapeMismatch) {
     std::vector<float> small(size_t(T - 2) * V, 0.f);
     std::string sha;
     uint64_t size;
-    ASSERT_TRUE(write_safetensors(d + "/logits_001.safetensors", {}, {{"logits", "F32", {uint64_t(T - 2), uint64_t(V)}, small.data()}}, 8, &sha, &size).ok());
+    ASSERT_TRUE(write_safetensors(d + "/logits_001.safetensors", {}, {{"logits", "F32", {uint64_t(T - 2), uint64_t(V)}, small.data()}}, 8, &sha, &size).is_ok());
     EXPECT_EQ(cmp(d, &er, {"--verify-hashes", "off"}), 3);
     EXPECT_NE(er.find("shape"), std::string::npos);
 }
@@ -131,7 +131,7 @@ TEST(KldRefusals, NanAndPlusInfRefused) {
         std::string sha;
         uint64_t size;
         std::map<std::string, std::string> meta = {{"token_ids_json_sha256", f.s.windows[3].token_hash}};
-        ASSERT_TRUE(write_safetensors(d + "/logits_003.safetensors", meta, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, c[3].data()}}, 8, &sha, &size).ok());
+        ASSERT_TRUE(write_safetensors(d + "/logits_003.safetensors", meta, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, c[3].data()}}, 8, &sha, &size).is_ok());
         json m = json::parse(read_text(d + "/manifest.json"));
         m["windows"][3]["sha256"] = sha;
         write_text(d + "/manifest.json", dump_py(m));
@@ -156,7 +156,7 @@ TEST(KldRefusals, FormatErrors) {
     std::vector<float> a(size_t(T - 1) * V, 0.f), b(4, 0.f);
     std::string sha;
     uint64_t size;
-    ASSERT_TRUE(write_safetensors(d + "/logits_000.safetensors", {}, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, a.data()}, {"other", "F32", {4}, b.data()}}, 8, &sha, &size).ok());
+    ASSERT_TRUE(write_safetensors(d + "/logits_000.safetensors", {}, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, a.data()}, {"other", "F32", {4}, b.data()}}, 8, &sha, &size).is_ok());
     EXPECT_EQ(cmp(d, &er, {"--verify-hashes", "off"}), 4);
     EXPECT_NE(er.find("other than"), std::string::npos);
 }

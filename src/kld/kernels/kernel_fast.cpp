@@ -3,8 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "eval/kernel.h"
-#include "eval/kernel_fast.h"
+#include "kld/kernels/kernel.h"
+#include "kld/kernels/kernel_fast.h"
 #include "quant/cpu_features.h"
 
 namespace sluice::kld {

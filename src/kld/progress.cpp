@@ -1,4 +1,4 @@
-#include "eval/progress.h"
+#include "kld/progress.h"
 
 #include <algorithm>
 #include <cmath>

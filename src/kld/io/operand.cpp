@@ -1,4 +1,4 @@
-#include "eval/operand.h"
+#include "kld/io/operand.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "eval/readahead.h"
+#include "kld/io/readahead.h"
 #include "eval/safetensors.h"
 #include "eval/sha256.h"
 
@@ -18,7 +18,7 @@ const char* const kFestr2SuiteHash = "a6856e1d0504fd00d13c67a5515c081f349088664d
 Status RowStream::peek(int64_t max, int64_t V, const float** rows, int64_t* n) {
     if (prow_ == pn_) {
         pbuf_.resize(size_t(max * V));
-        KLD_TRY(read(max, pbuf_.data()));
+        SLUICE_TRY(read(max, pbuf_.data()));
         prow_ = 0;
         pn_ = max;
     }
@@ -84,7 +84,7 @@ public:
         : f_(std::move(f)), t_(*t), expect_(std::move(expect_sha)), verify_(verify) {}
     Status start(const ReadAheadOptions& ro) {
         const uint64_t b = f_.data_start() + t_.begin, e = f_.data_start() + t_.end;
-        if (verify_) KLD_TRY(hash_file_bytes(0, b));
+        if (verify_) SLUICE_TRY(hash_file_bytes(0, b));
         return ra_.open(f_.path(), b, e, ro, t_.shape[1] * dtype_size(t_.dt));
     }
     Status peek(int64_t max, int64_t V, const float** rows, int64_t* n) override {
@@ -93,7 +93,7 @@ public:
             return err(Code::format, f_.path() + ": row read out of range");
         const uint8_t* p = nullptr;
         uint64_t avail = 0;
-        KLD_TRY(ra_.peek(&p, &avail));
+        SLUICE_TRY(ra_.peek(&p, &avail));
         const int64_t k = int64_t(avail / (uint64_t(V) * 4));  // chunks hold whole rows
         if (k < 1) return err(Code::io, f_.path() + ": read-ahead chunk holds no whole row");
         peeked_ = p;
@@ -118,11 +118,11 @@ public:
         if (row_ + n > int64_t(t_.shape[0])) return err(Code::format, f_.path() + ": row read out of range");
         const uint64_t cnt = uint64_t(n) * t_.shape[1];
         if (t_.dt == DType::F32) {
-            KLD_TRY(ra_.read(out, cnt * 4));
+            SLUICE_TRY(ra_.read(out, cnt * 4));
             if (verify_) sha_.update(out, cnt * 4);
         } else {  // BF16/F16: hash the raw bytes, then widen
             raw_.resize(cnt);
-            KLD_TRY(ra_.read(raw_.data(), cnt * 2));
+            SLUICE_TRY(ra_.read(raw_.data(), cnt * 2));
             if (verify_) sha_.update(raw_.data(), cnt * 2);
             if (t_.dt == DType::BF16)
                 for (uint64_t i = 0; i < cnt; ++i) out[i] = bf16_to_f32(raw_[i]);
@@ -133,10 +133,10 @@ public:
         return {};
     }
     Status finish() override {
-        KLD_TRY(ra_.finish());
+        SLUICE_TRY(ra_.finish());
         if (!verify_) return {};
         if (row_ != int64_t(t_.shape[0])) return err(Code::io, f_.path() + ": could not hash the whole file");
-        KLD_TRY(hash_file_bytes(f_.data_start() + t_.end, f_.file_size()));
+        SLUICE_TRY(hash_file_bytes(f_.data_start() + t_.end, f_.file_size()));
         const std::string h = sha_.hex();
         if (h != expect_)
             return err(Code::identity, f_.path() + ": sha256 expected " + expect_ + " (manifest), found " + h);
@@ -148,7 +148,7 @@ private:
         std::vector<uint8_t> buf(size_t(std::min<uint64_t>(to - from, uint64_t(1) << 20)));
         for (uint64_t off = from; off < to;) {
             const uint64_t n = std::min<uint64_t>(buf.size(), to - off);
-            KLD_TRY(f_.pread_file(off, buf.data(), n));
+            SLUICE_TRY(f_.pread_file(off, buf.data(), n));
             sha_.update(buf.data(), n);
             off += n;
         }
@@ -227,11 +227,11 @@ public:
         const SuiteWindow& w = s.windows[size_t(pos)];
         const Record& r = recs_.at(w.index);
         StFile f;
-        KLD_TRY(f.open(join_path(dir_, r.file)));
+        SLUICE_TRY(f.open(join_path(dir_, r.file)));
         const TensorInfo* t = nullptr;
-        KLD_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
+        SLUICE_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
         auto rows = std::make_unique<FileRows>(std::move(f), t, r.sha256, verify_);
-        KLD_TRY(rows->start(io_));
+        SLUICE_TRY(rows->start(io_));
         *out = std::move(rows);
         return {};
     }
@@ -239,14 +239,14 @@ public:
     Status raw_tensor_sha256(const Suite& s, int pos, std::string* hex, uint64_t* bytes_read = nullptr) override {
         const SuiteWindow& w = s.windows[size_t(pos)];
         StFile f;
-        KLD_TRY(f.open(join_path(dir_, recs_.at(w.index).file)));
+        SLUICE_TRY(f.open(join_path(dir_, recs_.at(w.index).file)));
         const TensorInfo* t = nullptr;
-        KLD_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
+        SLUICE_TRY(check_tensor_file(f, T_ - 1, V_, w.token_hash, &t));
         Sha256 h;
         std::vector<uint8_t> buf(8 << 20);
         for (uint64_t off = t->begin; off < t->end;) {
             uint64_t n = std::min<uint64_t>(buf.size(), t->end - off);
-            KLD_TRY(f.pread_data(off, buf.data(), n));
+            SLUICE_TRY(f.pread_data(off, buf.data(), n));
             h.update(buf.data(), n);
             off += n;
         }
@@ -262,7 +262,7 @@ public:
     Status read(int64_t n, float* out) override {
         if (row_ + n > int64_t(toks_->size()) - 1) return err(Code::usage, "engine rows read past the window");
         Status st = e_->eval(toks_->data() + row_, size_t(n), out);
-        if (st) return err(Code::engine, "engine eval failed at row " + std::to_string(row_) + ": " + st.msg);
+        if (!st.is_ok()) return err(Code::engine, "engine eval failed at row " + std::to_string(row_) + ": " + st.message());
         row_ += n;
         return {};
     }
@@ -290,7 +290,7 @@ public:
     Status check_suite(const Suite&, const std::vector<int>&) override { return {}; }
     Status open_window(const Suite& s, int pos, std::unique_ptr<RowStream>* out) override {
         Status st = e_->reset();
-        if (st) return err(Code::engine, "engine reset failed: " + st.msg);
+        if (!st.is_ok()) return err(Code::engine, "engine reset failed: " + st.message());
         *out = std::make_unique<EngineRows>(e_, &s.windows[size_t(pos)].tokens);
         return {};
     }
@@ -309,9 +309,9 @@ Status open_v0_dir(const std::string& dir, bool verify, const ReadAheadOptions& 
     o->io_ = io;
     const std::string P = join_path(dir, "manifest.json");
     std::string text;
-    KLD_TRY(read_file(P, &text));
+    SLUICE_TRY(read_file(P, &text));
     o->manifest_sha_ = sha256_hex(text);
-    KLD_TRY(parse_json(text, P, &o->m_));
+    SLUICE_TRY(parse_json(text, P, &o->m_));
     const json& m = o->m_;
     if (!m.is_object()) return err(Code::format, P + ": not a JSON object");
     for (const char* k : {"vocab_size", "context_length"})

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "eval/kld_common.h"
+#include "kld/kld_common.h"
 #include "format/platform_io.h"
 
 namespace sluice::kld {

@@ -1,4 +1,4 @@
-#include "eval/compare.h"
+#include "kld/stats/compare.h"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include <thread>
 
 #include "eval/safetensors.h"
-#include "eval/torch_f32.h"
+#include "kld/kernels/torch_f32.h"
 
 namespace sluice::kld {
 
@@ -27,8 +27,8 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
     w->position = pos;
     w->domain = sw.domain;
     std::unique_ptr<RowStream> rs, cs;
-    KLD_TRY(ref.open_window(s, pos, &rs));
-    KLD_TRY(cand.open_window(s, pos, &cs));
+    SLUICE_TRY(ref.open_window(s, pos, &rs));
+    SLUICE_TRY(cand.open_window(s, pos, &cs));
     const int64_t B = std::max(1, o.rows_per_block);
     for (auto* v : {&w->kl, &w->js, &w->nll_ref, &w->nll_cand, &w->dp, &w->ae_mean}) v->resize(size_t(R));
     w->top1.resize(size_t(R));
@@ -43,8 +43,8 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
         const int64_t want = std::min(B, R - r0);
         const float *xp = nullptr, *yp = nullptr;
         int64_t nx = 0, ny = 0;
-        KLD_TRY(rs->peek(want, V, &xp, &nx));
-        KLD_TRY(cs->peek(want, V, &yp, &ny));
+        SLUICE_TRY(rs->peek(want, V, &xp, &nx));
+        SLUICE_TRY(cs->peek(want, V, &yp, &ny));
         const int64_t n = std::min(nx, ny);
         for (int64_t i = 0; i < n; ++i) {
             const int64_t r = r0 + i;
@@ -53,13 +53,13 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
             int side = 0;
             Status st = score_row(xp + i * V, yp + i * V, V, sw.tokens[size_t(r + 1)], mode, o.want_js, &m, &col, &side,
                                   FastIsa::automatic, o.torch_lanes);
-            if (st) {
+            if (!st.is_ok()) {
                 const float* row = (side ? yp : xp) + i * V;
                 const float bad = row[col];
-                return err(st.code, std::string(side ? "candidate " + cand.label() : "reference " + ref.label()) +
+                return err(code_of(st), std::string(side ? "candidate " + cand.label() : "reference " + ref.label()) +
                                         ": window " + std::to_string(sw.index) + " row " + std::to_string(r) +
                                         " column " + std::to_string(col) + ": " +
-                                        (st.msg.empty() ? (std::isnan(bad) ? "NaN" : "+inf") : st.msg));
+                                        (st.message().empty() ? (std::isnan(bad) ? "NaN" : "+inf") : st.message()));
             }
             w->kl[size_t(r)] = m.kl;
             w->js[size_t(r)] = m.js;
@@ -81,8 +81,8 @@ Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const 
             prog->add_bytes(uint64_t(n) * (rs->bytes_per_row() + cs->bytes_per_row()));
         }
     }
-    KLD_TRY(rs->finish());
-    KLD_TRY(cs->finish());
+    SLUICE_TRY(rs->finish());
+    SLUICE_TRY(cs->finish());
     prog->window_done();
     return {};
 }
@@ -144,14 +144,14 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     if (o.compat == Compat::festr2_v0 && !torchf32::lanes_supported(o.torch_lanes))
         return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512), not " + std::to_string(o.torch_lanes));
     std::vector<int> pos;
-    KLD_TRY(select_windows(s, o.sel, &pos));
+    SLUICE_TRY(select_windows(s, o.sel, &pos));
     const int64_t V = ref.vocab();
     if (cand.vocab() != V)
         return err(Code::identity, "vocab mismatch: reference " + ref.label() + " has V = " + std::to_string(V) +
                                        ", candidate " + cand.label() + " has V = " + std::to_string(cand.vocab()));
-    KLD_TRY(check_suite_vocab(s, V));
-    KLD_TRY(ref.check_suite(s, pos));
-    KLD_TRY(cand.check_suite(s, pos));
+    SLUICE_TRY(check_suite_vocab(s, V));
+    SLUICE_TRY(ref.check_suite(s, pos));
+    SLUICE_TRY(cand.check_suite(s, pos));
     if (o.bootstrap_samples < 2) return err(Code::usage, "--bootstrap-samples must be > 1");
     int threads = std::max(1, o.threads);
     if (!ref.concurrent() || !cand.concurrent()) threads = 1;
@@ -182,19 +182,19 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
             if (i >= pos.size() || stop.load()) return;
             errs[i] = score_window(s, ref, cand, pos[i], o, V, &res[i], prog);
             // An integrity (hash) failure is reported after the pass; anything else stops the run.
-            if (!errs[i].ok() && errs[i].code != Code::identity) stop = true;
+            if (!errs[i].is_ok() && code_of(errs[i]) != Code::identity) stop = true;
         }
     };
     std::vector<std::thread> pool;
     for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
     worker();
     for (auto& t : pool) t.join();
-    if (own) own->stop(std::all_of(errs.begin(), errs.end(), [](const Status& e) { return e.ok(); }));
+    if (own) own->stop(std::all_of(errs.begin(), errs.end(), [](const Status& e) { return e.is_ok(); }));
     Status hash_err;
     for (size_t i = 0; i < pos.size(); ++i) {  // lowest window first: deterministic error choice
-        if (errs[i].ok()) continue;
-        if (errs[i].code == Code::identity && errs[i].msg.find("sha256") != std::string::npos) {
-            if (hash_err.ok()) hash_err = errs[i];
+        if (errs[i].is_ok()) continue;
+        if (code_of(errs[i]) == Code::identity && errs[i].message().find("sha256") != std::string::npos) {
+            if (hash_err.is_ok()) hash_err = errs[i];
             continue;
         }
         return errs[i];
@@ -362,7 +362,7 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     for (size_t k = 0; k < order.size() && k < 20; ++k) disc.push_back(json{{"window_index", res[order[k]].window_index}, {"top1", mean_u8(res[order[k]].top1)}});
     sl["high_kld_windows"] = worst;
     sl["top1_discordant_windows"] = disc;
-    sl["integrity"] = !hash_err.ok()                                       ? "failed"
+    sl["integrity"] = !hash_err.is_ok()                                       ? "failed"
                       : ref.hashes_unchecked() || cand.hashes_unchecked() ? "not checked (--verify-hashes off)"
                                                                           : "verified";
     std::string text;
@@ -377,8 +377,8 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     if (!o.noise_receipt.empty()) {
         std::string nt;
         json nr;
-        KLD_TRY(read_file(o.noise_receipt, &nt));
-        KLD_TRY(parse_json(nt, o.noise_receipt, &nr));
+        SLUICE_TRY(read_file(o.noise_receipt, &nt));
+        SLUICE_TRY(parse_json(nt, o.noise_receipt, &nr));
         if (!nr.contains("noise_floor_kl")) return err(Code::format, o.noise_receipt + ": not a noise receipt");
         const double nhi = nr["noise_floor_kl"].value("ci95_high", 0.0);
         sl["noise"] = json{{"noise_floor_kl", nr["noise_floor_kl"]}, {"noise_floor_top1", nr.value("noise_floor_top1", json(nullptr))},
@@ -410,9 +410,9 @@ Status run_compare(const Suite& s, Operand& ref, Operand& cand, const CompareOpt
     out->warnings = ref.warnings();
     for (auto& w : cand.warnings()) out->warnings.push_back(w);
     for (auto& w : warns) out->warnings.push_back(w);
-    out->integrity_failed = !hash_err.ok();
+    out->integrity_failed = !hash_err.is_ok();
     if (o.keep_tokens) out->windows = std::move(res);
-    if (!hash_err.ok()) return err(Code::identity, hash_err.msg + " (integrity: failed; receipt marked)");
+    if (!hash_err.is_ok()) return err(Code::identity, hash_err.message() + " (integrity: failed; receipt marked)");
     return {};
 }
 

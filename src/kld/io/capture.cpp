@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "common/output_path.h"
-#include "eval/operand.h"
+#include "kld/io/operand.h"
 #include "eval/safetensors.h"
 
 namespace sluice::kld {
@@ -24,7 +24,7 @@ std::string logits_name(int idx) {
 Status revalidate(const std::string& path, int64_t rows, int64_t V, const std::string& token_hash,
                   const std::string& expect_sha, uint64_t* size) {
     StFile f;
-    KLD_TRY(f.open(path));
+    SLUICE_TRY(f.open(path));
     const TensorInfo* t = f.find("logits");
     if (!t || f.tensors().size() != 1 || t->dt != DType::F32 || t->shape.size() != 2 ||
         int64_t(t->shape[0]) != rows || int64_t(t->shape[1]) != V)
@@ -34,7 +34,7 @@ Status revalidate(const std::string& path, int64_t rows, int64_t V, const std::s
     if (m == f.metadata().end() || m->second != token_hash)
         return err(Code::identity, path + ": metadata token hash differs from the suite");
     std::string h;
-    KLD_TRY(sha256_file(path, &h, size));
+    SLUICE_TRY(sha256_file(path, &h, size));
     if (h != expect_sha) return err(Code::identity, path + ": sha256 expected " + expect_sha + ", found " + h);
     return {};
 }
@@ -77,22 +77,22 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
     };
     uint8_t lenb[8];
     for (int i = 0; i < 8; ++i) lenb[i] = uint8_t(uint64_t(hdr.size()) >> (8 * i));
-    if (Status st = put(lenb, 8); st) return fail(st);
-    if (Status st = put(hdr.data(), hdr.size()); st) return fail(st);
-    if (Status st = e->reset(); st) return fail(err(Code::engine, "engine reset failed: " + st.msg));
+    if (Status st = put(lenb, 8); !st.is_ok()) return fail(st);
+    if (Status st = put(hdr.data(), hdr.size()); !st.is_ok()) return fail(st);
+    if (Status st = e->reset(); !st.is_ok()) return fail(err(Code::engine, "engine reset failed: " + st.message()));
     const int64_t chunk = std::max(1, opt.chunk_rows);
     std::vector<float> buf(size_t(std::min(chunk, rows) * V));
     for (int64_t r0 = 0; r0 < rows; r0 += chunk) {
         const int64_t n = std::min(chunk, rows - r0);
-        if (Status st = e->eval(w.tokens.data() + r0, size_t(n), buf.data()); st)
+        if (Status st = e->eval(w.tokens.data() + r0, size_t(n), buf.data()); !st.is_ok())
             return fail(err(Code::engine, "window " + std::to_string(w.index) + ": engine eval failed at row " +
-                                              std::to_string(r0) + ": " + st.msg));
+                                              std::to_string(r0) + ": " + st.message()));
         for (int64_t i = 0; i < n * V; ++i)
             if (!(buf[size_t(i)] < INFINITY))
                 return fail(err(Code::nonfinite, "window " + std::to_string(w.index) + " row " + std::to_string(r0 + i / V) +
                                                      " column " + std::to_string(i % V) + ": engine produced " +
                                                      (std::isnan(buf[size_t(i)]) ? "NaN" : "+inf")));
-        if (Status st = put(buf.data(), size_t(n * V) * 4); st) return fail(st);
+        if (Status st = put(buf.data(), size_t(n * V) * 4); !st.is_ok()) return fail(st);
         prog->add_rows(n);
         prog->add_bytes(uint64_t(n * V) * 4);
     }
@@ -104,7 +104,7 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
     }
     *sha_out = sha.hex();
     uint64_t sz = 0;
-    KLD_TRY(revalidate(path, rows, V, w.token_hash, *sha_out, &sz));  // every file verified when written
+    SLUICE_TRY(revalidate(path, rows, V, w.token_hash, *sha_out, &sz));  // every file verified when written
     if (sz != written) return err(Code::io, path + ": size on disk differs from bytes written");
     *size_out = sz;
     return {};
@@ -116,8 +116,8 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
                const CaptureOptions& opt, CaptureReport* rep) {
     const int64_t V = e->n_vocab();
     if (V < 1) return err(Code::engine, "engine reports vocab " + std::to_string(V));
-    KLD_TRY(check_suite_vocab(s, V));
-    KLD_TRY(make_dirs(out_dir));
+    SLUICE_TRY(check_suite_vocab(s, V));
+    SLUICE_TRY(make_dirs(out_dir));
     remove_tmp_files(out_dir);  // leftovers of an interrupted run
     const bool k3 = s.suite_hash == kFestr2SuiteHash;
     const std::string mpath = join_path(out_dir, "manifest.json");
@@ -125,8 +125,8 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
     if (file_exists(mpath)) {
         std::string text;
         json old;
-        KLD_TRY(read_file(mpath, &text));
-        KLD_TRY(parse_json(text, mpath, &old));
+        SLUICE_TRY(read_file(mpath, &text));
+        SLUICE_TRY(parse_json(text, mpath, &old));
         if (old.value("suite_token_hash_sha256", "") != s.suite_hash || old.value("vocab_size", int64_t(0)) != V ||
             old.value("context_length", 0) != s.context_length)
             return err(Code::identity, mpath + ": existing capture is for another suite, vocab or context length");
@@ -140,14 +140,14 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
         const std::string fname = logits_name(w.index), path = join_path(out_dir, fname);
         auto it = recs.find(w.index);
         if (it != recs.end() && it->second.value("token_ids_json_sha256", "") == w.token_hash &&
-            revalidate(path, rows, V, w.token_hash, it->second.value("sha256", ""), nullptr).ok()) {
+            revalidate(path, rows, V, w.token_hash, it->second.value("sha256", ""), nullptr).is_ok()) {
             rep->skipped.push_back(w.index);
             prog.window_skipped(rows);
             continue;
         }
         std::string sha;
         uint64_t size = 0;
-        KLD_TRY(write_window(e, s, w, path, V, opt, k3, &prog, &sha, &size));
+        SLUICE_TRY(write_window(e, s, w, path, V, opt, k3, &prog, &sha, &size));
         prog.window_done();
         json r;
         r["window_index"] = w.index;
@@ -190,7 +190,7 @@ Status capture(LogitsEngine* e, const Suite& s, const std::vector<int>& position
         rt["capture_tool"] = "sluice kld capture";
         if (!opt.run_name.empty()) rt["run_name"] = opt.run_name;
         m["runtime"] = rt;
-        KLD_TRY(write_file_atomic(mpath, dump_py(m, true)));
+        SLUICE_TRY(write_file_atomic(mpath, dump_py(m, true)));
     }
     prog.stop(true);
     return {};

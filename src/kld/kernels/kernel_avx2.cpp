@@ -4,7 +4,7 @@
 // the scalar one, so results are bit-identical to it (and to AVX-512).
 #include <immintrin.h>
 
-#include "eval/kernel_fast.h"
+#include "kld/kernels/kernel_fast.h"
 
 namespace sluice::kld::fastk {
 

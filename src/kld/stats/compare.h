@@ -4,12 +4,12 @@
 #include <string>
 #include <vector>
 
-#include "eval/kernel.h"
-#include "eval/kld_common.h"
-#include "eval/npstats.h"
-#include "eval/operand.h"
-#include "eval/progress.h"
-#include "eval/suite.h"
+#include "kld/kernels/kernel.h"
+#include "kld/kld_common.h"
+#include "kld/stats/npstats.h"
+#include "kld/io/operand.h"
+#include "kld/progress.h"
+#include "kld/io/suite.h"
 
 namespace sluice::kld {
 

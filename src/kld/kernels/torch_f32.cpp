@@ -1,4 +1,4 @@
-#include "eval/torch_f32.h"
+#include "kld/kernels/torch_f32.h"
 
 #include <algorithm>
 #include <bit>

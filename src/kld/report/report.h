@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/kld_common.h"
+#include "kld/kld_common.h"
 
 namespace sluice::kld {
 

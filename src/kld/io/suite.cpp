@@ -1,4 +1,4 @@
-#include "eval/suite.h"
+#include "kld/io/suite.h"
 
 #include <cmath>
 #include <cstring>
@@ -28,7 +28,7 @@ Status parse_token_text(const std::string& text, const std::string& what, bool a
     size_t first = text.find_first_not_of(" \t\r\n");
     if (first != std::string::npos && text[first] == '[') {
         json j;
-        KLD_TRY(parse_json(text, what, &j));
+        SLUICE_TRY(parse_json(text, what, &j));
         if (!j.is_array()) return err(Code::format, what + ": not a JSON array");
         for (size_t i = 0; i < j.size(); ++i) {
             const json& v = j[i];
@@ -108,7 +108,7 @@ Status check_derived_fields(const json& m, const std::string& P) {
         const std::pair<const char*, json::value_t> dk[] = {{"domain", json::value_t::string},
                                                              {"window_starts", json::value_t::array},
                                                              {"windows", json::value_t::number_integer}};
-        for (auto& [k, t] : dk) KLD_TRY(need(d, k, t, D));
+        for (auto& [k, t] : dk) SLUICE_TRY(need(d, k, t, D));
         if (!ds.insert(d["domain"].get<std::string>()).second)
             return err(Code::format, D + ": domain " + d["domain"].dump() + " appears twice");
         if (int64_t(d["window_starts"].size()) != d["windows"].get<int64_t>() ||
@@ -173,9 +173,9 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
         s.manifest_path = join_path(path, "suite-manifest.json");
     s.dir = dir_of(s.manifest_path);
     std::string text;
-    KLD_TRY(read_file(s.manifest_path, &text));
+    SLUICE_TRY(read_file(s.manifest_path, &text));
     s.manifest_sha256 = sha256_hex(text);
-    KLD_TRY(parse_json(text, s.manifest_path, &s.manifest));
+    SLUICE_TRY(parse_json(text, s.manifest_path, &s.manifest));
     const json& m = s.manifest;
     const std::string& P = s.manifest_path;
     using V = json::value_t;
@@ -186,13 +186,13 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
         {"domain_counts", V::object}, {"model_tokenizer", V::string}, {"tokenizer_class", V::string},
         {"suite_token_hash_sha256", V::string}, {"datasets", V::array}, {"windows", V::array}};
     if (!m.is_object()) return err(Code::format, P + ": not a JSON object");
-    for (auto& [k, t] : top) KLD_TRY(need(m, k, t, P));
+    for (auto& [k, t] : top) SLUICE_TRY(need(m, k, t, P));
     if (m["format_version"] != 1) return err(Code::format, P + ": format_version is " + m["format_version"].dump() + ", not 1");
     if (m["context_length"].get<int64_t>() < 2 || m["context_length"].get<int64_t>() > (int64_t(1) << 24))
         return err(Code::format, P + ": context_length " + m["context_length"].dump() + " outside [2, 2^24]");
     s.context_length = m["context_length"].get<int>();
     const int T = s.context_length;
-    KLD_TRY(check_derived_fields(m, P));
+    SLUICE_TRY(check_derived_fields(m, P));
     const json& ws = m["windows"];
     if (int64_t(ws.size()) != m["window_count"].get<int64_t>())
         return err(Code::format, P + ": window_count " + m["window_count"].dump() + " but " +
@@ -208,8 +208,8 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
             {"dataset", V::string}, {"dataset_revision", V::string}, {"source_token_start", V::number_integer},
             {"source_token_end", V::number_integer}, {"num_tokens", V::number_integer}, {"token_file", V::string},
             {"token_ids_json_sha256", V::string}, {"token_ids_first16", V::array}, {"token_ids_last16", V::array}};
-        for (auto& [k, t] : wk) KLD_TRY(need(w, k, t, W));
-        KLD_TRY(check_window_record(m, w, i, T, W));
+        for (auto& [k, t] : wk) SLUICE_TRY(need(w, k, t, W));
+        SLUICE_TRY(check_window_record(m, w, i, T, W));
         SuiteWindow sw;
         sw.index = w["index"].get<int>();
         if (!seen.insert(sw.index).second) return err(Code::format, W + ": duplicate window index " + std::to_string(sw.index));
@@ -226,8 +226,8 @@ Status load_suite(const std::string& path, const SuiteCheck& chk, Suite* out) {
             return err(Code::format, W + ": num_tokens " + std::to_string(sw.num_tokens) + " != context_length " + std::to_string(T));
         const std::string tf = join_path(s.dir, sw.token_file);
         std::string tt;
-        KLD_TRY(read_file(tf, &tt));
-        KLD_TRY(parse_token_text(tt, tf, false, &sw.tokens));
+        SLUICE_TRY(read_file(tf, &tt));
+        SLUICE_TRY(parse_token_text(tt, tf, false, &sw.tokens));
         if (int(sw.tokens.size()) != T)
             return err(Code::format, tf + ": holds " + std::to_string(sw.tokens.size()) + " ids, expected T = " + std::to_string(T));
         if (chk.vocab > 0)
@@ -280,7 +280,7 @@ Status select_windows(const Suite& s, const WindowSel& sel, std::vector<int>* po
         int maxidx = 0;
         for (const auto& w : s.windows) maxidx = std::max(maxidx, w.index + 1);
         std::vector<int> idx;
-        KLD_TRY(parse_window_list(sel.list, maxidx, &idx));
+        SLUICE_TRY(parse_window_list(sel.list, maxidx, &idx));
         for (int i : idx) {
             int p = s.position_of(i);
             if (p < 0) return err(Code::usage, "--windows: no window " + std::to_string(i) + " in the suite");
@@ -392,7 +392,7 @@ Status make_suite(const MakeOptions& opt, Suite* out) {
     std::set<std::string> doms;
     for (const auto& s : o.sources)
         if (!doms.insert(s.domain).second) return err(Code::usage, "domain '" + s.domain + "' given twice");
-    KLD_TRY(make_dirs(join_path(o.out_dir, "tokens")));
+    SLUICE_TRY(make_dirs(join_path(o.out_dir, "tokens")));
     remove_tmp_files(o.out_dir);
     remove_tmp_files(join_path(o.out_dir, "tokens"));
     json datasets = json::array(), windows = json::array(), counts = json::object();
@@ -400,18 +400,18 @@ Status make_suite(const MakeOptions& opt, Suite* out) {
     int index = 0;
     for (const auto& src : o.sources) {
         std::string text;
-        KLD_TRY(read_file(src.path, &text));
+        SLUICE_TRY(read_file(src.path, &text));
         std::vector<int32_t> stream;
         if (src.is_tokens) {
-            KLD_TRY(parse_token_text(text, src.path, true, &stream));
+            SLUICE_TRY(parse_token_text(text, src.path, true, &stream));
         } else {
             if (!o.tokenize) return err(Code::usage, "source '" + src.domain + "' is text but no tokenizer was given");
             Status st = o.tokenize(text, &stream);
-            if (st) return err(st.code, src.path + ": tokenizer failed: " + st.msg);
+            if (!st.is_ok()) return err(code_of(st), src.path + ": tokenizer failed: " + st.message());
         }
         std::vector<int64_t> starts;
         Status st = window_starts(int64_t(stream.size()), T, src.windows, &starts);
-        if (st) return err(st.code, "source '" + src.domain + "' (" + src.path + "): " + st.msg);
+        if (!st.is_ok()) return err(code_of(st), "source '" + src.domain + "' (" + src.path + "): " + st.message());
         const std::string src_sha = sha256_hex(text);
         const std::string name = std::string(src.is_tokens ? "local-tokens:" : "local-text:") +
                                  src.path.substr(src.path.rfind('/') == std::string::npos ? 0 : src.path.rfind('/') + 1);
@@ -437,7 +437,7 @@ Status make_suite(const MakeOptions& opt, Suite* out) {
             std::snprintf(fname, sizeof fname, "tokens/window-%03d-", index);
             const std::string rel = fname + src.domain + ".json";
             const std::string arr = compact_int_array(ids);
-            KLD_TRY(write_file_atomic(join_path(o.out_dir, rel), arr + "\n"));
+            SLUICE_TRY(write_file_atomic(join_path(o.out_dir, rel), arr + "\n"));
             const std::string h = sha256_hex(arr);
             hashes.push_back(h);
             json w;
@@ -471,9 +471,9 @@ Status make_suite(const MakeOptions& opt, Suite* out) {
     m["suite_token_hash_sha256"] = suite_token_hash(hashes);
     m["datasets"] = datasets;
     m["windows"] = windows;
-    KLD_TRY(write_file_atomic(join_path(o.out_dir, "suite-manifest.json"), dump_py(m, true)));
-    KLD_TRY(load_suite(o.out_dir, SuiteCheck{}, out));
-    KLD_TRY(publish_dir(o.out_dir, dst));
+    SLUICE_TRY(write_file_atomic(join_path(o.out_dir, "suite-manifest.json"), dump_py(m, true)));
+    SLUICE_TRY(load_suite(o.out_dir, SuiteCheck{}, out));
+    SLUICE_TRY(publish_dir(o.out_dir, dst));
     return load_suite(dst, SuiteCheck{}, out);
 }
 

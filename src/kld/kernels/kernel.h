@@ -12,7 +12,7 @@
 
 #include <cstdint>
 
-#include "eval/kld_common.h"
+#include "kld/kld_common.h"
 
 namespace sluice::kld {
 

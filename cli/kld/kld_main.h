@@ -8,8 +8,8 @@
 #include <ostream>
 #include <string>
 
-#include "eval/operand.h"
-#include "eval/suite.h"
+#include "kld/io/operand.h"
+#include "kld/io/suite.h"
 
 namespace sluice::kld {
 

@@ -1,4 +1,4 @@
-#include "eval/npstats.h"
+#include "kld/stats/npstats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -5,7 +5,7 @@
 // at run time only when CPUID reports F, DQ, VL and BW.
 #include <immintrin.h>
 
-#include "eval/kernel_fast.h"
+#include "kld/kernels/kernel_fast.h"
 
 namespace sluice::kld::fastk {
 

@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "eval/kld_common.h"
-#include "eval/progress.h"
-#include "eval/readahead.h"
+#include "kld/kld_common.h"
+#include "kld/progress.h"
+#include "kld/io/readahead.h"
 #include "eval/sha256.h"
-#include "eval/suite.h"
+#include "kld/io/suite.h"
 
 namespace sluice::kld {
 

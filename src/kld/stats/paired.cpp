@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "eval/compare.h"
+#include "kld/stats/compare.h"
 
 namespace sluice::kld {
 
@@ -48,8 +48,8 @@ Status resolve_noise(const PairedOptions& o, const json& ref_id, double* nd, std
     } else if (!o.cmp.noise_receipt.empty()) {
         std::string t;
         json r;
-        KLD_TRY(read_file(o.cmp.noise_receipt, &t));
-        KLD_TRY(parse_json(t, o.cmp.noise_receipt, &r));
+        SLUICE_TRY(read_file(o.cmp.noise_receipt, &t));
+        SLUICE_TRY(parse_json(t, o.cmp.noise_receipt, &r));
         if (!r.contains("noise_diff") || !r["noise_diff"].is_number())
             return err(Code::format, o.cmp.noise_receipt + ": no numeric noise_diff");
         *nd = r["noise_diff"].get<double>();
@@ -102,16 +102,16 @@ Status run_paired(const Suite& s, Operand& ref, Operand& a, Operand& b, const Pa
     // One display for both passes (reference vs A, then vs B): 2 x windows.
     // A bad selection is left for run_compare to report.
     std::vector<int> pos;
-    if (!select_windows(s, o.cmp.sel, &pos).ok()) pos.clear();
+    if (!select_windows(s, o.cmp.sel, &pos).is_ok()) pos.clear();
     const int64_t W = int64_t(pos.size()), R = s.context_length - 1;
     ProgressTicker prog(o.cmp.progress, "paired", "read", 2 * W, 2 * W * R, o.cmp.progress_interval_s);
     CompareOptions co = o.cmp;
     co.shared_progress = &prog;
     CompareResult ra, rb;
     Status st = run_compare(s, ref, a, co, &ra);
-    if (st.ok()) st = run_compare(s, ref, b, co, &rb);
-    prog.stop(st.ok());
-    KLD_TRY(st);
+    if (st.is_ok()) st = run_compare(s, ref, b, co, &rb);
+    prog.stop(st.is_ok());
+    SLUICE_TRY(st);
     Sides d;
     for (size_t i = 0; i < ra.windows.size(); ++i) {
         const WindowResult &wa = ra.windows[i], &wb = rb.windows[i];
@@ -136,7 +136,7 @@ Status run_paired(const Suite& s, Operand& ref, Operand& a, Operand& b, const Pa
     Bootstrap bs = bootstrap_ratio_diff(d.sa, d.sb, d.n, o.cmp.bootstrap_samples, o.cmp.seed, &pb);
     double nd;
     std::string src, line;
-    KLD_TRY(resolve_noise(o, ref.identity(), &nd, &src));
+    SLUICE_TRY(resolve_noise(o, ref.identity(), &nd, &src));
     json j = paired_json(d, o, pb, bs);
     j["kind"] = "sluice kld paired";
     j["direction"] = "KL(reference || A) - KL(reference || B)";
@@ -187,7 +187,7 @@ Status run_paired_receipts(const json& ra, const json& rb, const PairedOptions& 
     Bootstrap bs = bootstrap_ratio_diff(d.sa, d.sb, d.n, o.cmp.bootstrap_samples, o.cmp.seed, &p_below);
     double nd;
     std::string src, line;
-    KLD_TRY(resolve_noise(o, ida, &nd, &src));
+    SLUICE_TRY(resolve_noise(o, ida, &nd, &src));
     json j = paired_json(d, o, p_below, bs);
     j["kind"] = "sluice kld paired (receipts)";
     j["reference"] = ida;
@@ -203,7 +203,7 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
                  json* receipt, std::string* text) {
     if (runs.size() < 2) return err(Code::usage, "kld noise needs two or more runs");
     std::vector<int> pos;
-    KLD_TRY(select_windows(s, o.sel, &pos));
+    SLUICE_TRY(select_windows(s, o.sel, &pos));
     // One display for the whole run, in windows: the raw-hash pass over every
     // run, each run against the reference (if any), then every pair.
     const int64_t W = int64_t(pos.size()), R = s.context_length - 1, n = int64_t(runs.size());
@@ -213,11 +213,11 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
     oc.shared_progress = &prog;
     std::vector<std::vector<std::string>> raw(runs.size());
     for (size_t i = 0; i < runs.size(); ++i) {
-        KLD_TRY(runs[i]->check_suite(s, pos));
+        SLUICE_TRY(runs[i]->check_suite(s, pos));
         for (int p : pos) {
             std::string h;
             uint64_t nb = 0;
-            KLD_TRY(runs[i]->raw_tensor_sha256(s, p, &h, &nb));
+            SLUICE_TRY(runs[i]->raw_tensor_sha256(s, p, &h, &nb));
             raw[i].push_back(h);
             prog.add_rows(R);
             prog.add_bytes(nb);
@@ -226,7 +226,7 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
     }
     std::vector<CompareResult> vs_ref(runs.size());
     if (reference)
-        for (size_t i = 0; i < runs.size(); ++i) KLD_TRY(run_compare(s, *reference, *runs[i], oc, &vs_ref[i]));
+        for (size_t i = 0; i < runs.size(); ++i) SLUICE_TRY(run_compare(s, *reference, *runs[i], oc, &vs_ref[i]));
     json pairs = json::array();
     double floor_mean = 0, floor_lo = 0, floor_hi = 0, floor_t1 = 1, noise_diff = 0;
     bool all_identical = true;
@@ -237,7 +237,7 @@ Status run_noise(const Suite& s, const std::vector<Operand*>& runs, Operand* ref
             const bool ident = !raw[i].empty() && !raw[i][0].empty() && raw[i] == raw[k];
             all_identical &= ident;
             CompareResult c;
-            KLD_TRY(run_compare(s, *runs[i], *runs[k], oc, &c));
+            SLUICE_TRY(run_compare(s, *runs[i], *runs[k], oc, &c));
             const json& kb = c.receipt["kl_window_cluster_bootstrap"];
             json pj{{"run_i", runs[i]->label()}, {"run_j", runs[k]->label()}, {"bit_identical", ident},
                     {"kl_run_i_to_run_j", c.receipt["kl_reference_to_candidate"]}, {"kl_bootstrap", kb},

@@ -1,4 +1,4 @@
-#include "eval/kld_common.h"
+#include "kld/kld_common.h"
 
 #include "common/output_path.h"
 
@@ -20,7 +20,41 @@ namespace sluice::kld {
 
 namespace fs = std::filesystem;
 
-Status err(Code c, std::string msg) { return Status{c, std::move(msg)}; }
+Status err(Code c, std::string msg) {
+    sluice_status s = SLUICE_E_STATE;  // engine: the engine failed mid-run
+    switch (c) {
+        case Code::ok: return {};
+        case Code::usage: s = SLUICE_E_ARG; break;
+        case Code::identity: s = SLUICE_E_ARG; break;  // operands that do not belong together
+        case Code::format: s = SLUICE_E_FORMAT; break;
+        case Code::io: s = SLUICE_E_IO; break;
+        case Code::nonfinite: s = SLUICE_E_FORMAT; break;
+        case Code::resource: s = SLUICE_E_NOMEM; break;
+        case Code::engine: break;
+    }
+    return Status(s, std::move(msg), static_cast<int>(c));
+}
+
+Code code_of(const Status& s) {
+    if (s.is_ok()) return Code::ok;
+    switch (s.detail()) {
+        case 2: return Code::usage;
+        case 3: return Code::identity;
+        case 4: return Code::format;
+        case 5: return Code::io;
+        case 6: return Code::nonfinite;
+        case 7: return Code::resource;
+        case 8: return Code::engine;
+        default: break;
+    }
+    switch (s.code()) {
+        case SLUICE_E_ARG: return Code::usage;
+        case SLUICE_E_IO: return Code::io;
+        case SLUICE_E_FORMAT: return Code::format;
+        case SLUICE_E_NOMEM: return Code::resource;
+        default: return Code::engine;
+    }
+}
 
 const char* code_name(Code c) {
     switch (c) {
@@ -312,7 +346,7 @@ Status parse_json_py(const std::string& text, const std::string& what, json* out
         }
         if (!lit) t += c;
     }
-    KLD_TRY(parse_json(t, what, out));
+    SLUICE_TRY(parse_json(t, what, out));
     if (any) restore_py_literals(*out);
     return {};
 }

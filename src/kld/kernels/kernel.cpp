@@ -1,13 +1,13 @@
-#include "eval/kernel.h"
+#include "kld/kernels/kernel.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "eval/kernel_fast.h"
-#include "eval/npstats.h"
-#include "eval/torch_f32.h"
+#include "kld/kernels/kernel_fast.h"
+#include "kld/stats/npstats.h"
+#include "kld/kernels/torch_f32.h"
 
 namespace sluice::kld {
 
@@ -63,8 +63,8 @@ Status head_fp64(const float* x, int64_t V, RowHead* h, int64_t* bad) {
 Status score_fp64(const float* x, const float* y, int64_t V, int32_t tok, bool want_js, RowMetrics* o,
                   int64_t* bad, int* side) {
     RowHead hx, hy;
-    if (Status st = head_fp64(x, V, &hx, bad); st) { *side = 0; return st; }
-    if (Status st = head_fp64(y, V, &hy, bad); st) { *side = 1; return st; }
+    if (Status st = head_fp64(x, V, &hx, bad); !st.is_ok()) { *side = 0; return st; }
+    if (Status st = head_fp64(y, V, &hy, bad); !st.is_ok()) { *side = 1; return st; }
     const double ox = double(hx.max) + hx.lse, oy = double(hy.max) + hy.lse;  // log-normalisers
     Lanes kl, js, ae;
     double aemax = 0;
@@ -130,12 +130,12 @@ Status score_fast(const float* x, const float* y, int64_t V, int32_t tok, bool w
     RowHead rh;
     if (!k.head(x, V, &hx)) {
         *side = 0;
-        if (Status st = head_fp64(x, V, &rh, bad); st) return st;
+        if (Status st = head_fp64(x, V, &rh, bad); !st.is_ok()) return st;
         return err(Code::nonfinite, "fast and fp64 heads disagree");
     }
     if (!k.head(y, V, &hy)) {
         *side = 1;
-        if (Status st = head_fp64(y, V, &rh, bad); st) return st;
+        if (Status st = head_fp64(y, V, &rh, bad); !st.is_ok()) return st;
         return err(Code::nonfinite, "fast and fp64 heads disagree");
     }
     const double ox = double(hx.max) + std::log(hx.sum), oy = double(hy.max) + std::log(hy.sum);
@@ -165,8 +165,8 @@ Status score_fast(const float* x, const float* y, int64_t V, int32_t tok, bool w
 Status score_festr2(const float* x, const float* y, int64_t V, int32_t tok, bool want_js, RowMetrics* o,
                     int64_t* bad, int* side, int lanes) {
     RowHead hx, hy;
-    if (Status st = head_fp64(x, V, &hx, bad); st) { *side = 0; return st; }
-    if (Status st = head_fp64(y, V, &hy, bad); st) { *side = 1; return st; }
+    if (Status st = head_fp64(x, V, &hx, bad); !st.is_ok()) { *side = 0; return st; }
+    if (Status st = head_fp64(y, V, &hy, bad); !st.is_ok()) { *side = 1; return st; }
     if (!torchf32::lanes_supported(lanes)) return err(Code::usage, "torch lanes: 8 or 16");
     thread_local std::vector<float> ta, tb, tk, tj1, tj2, tae;
     const size_t n = size_t(V);

@@ -1,4 +1,4 @@
-#include "eval/llamakld.h"
+#include "kld/io/llamakld.h"
 
 #include <algorithm>
 #include <cmath>
@@ -146,8 +146,8 @@ void kld_decode_row(const uint16_t* row, int32_t V, float* logp) {
 Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, const std::string& out_path,
                   std::string* warning) {
     std::vector<int> pos;
-    KLD_TRY(select_windows(s, opt.sel, &pos));
-    KLD_TRY(ref.check_suite(s, pos));
+    SLUICE_TRY(select_windows(s, opt.sel, &pos));
+    SLUICE_TRY(ref.check_suite(s, pos));
     const int64_t V = ref.vocab();
     const int T = s.context_length;
     if (V > INT32_MAX) return err(Code::format, "vocab too large for .kld");
@@ -161,9 +161,9 @@ Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, cons
     std::vector<uint16_t> enc(nv);
     for (int p : pos) {
         std::unique_ptr<RowStream> rs;
-        KLD_TRY(ref.open_window(s, p, &rs));
+        SLUICE_TRY(ref.open_window(s, p, &rs));
         for (int r = 0; r < T - 1; ++r) {
-            KLD_TRY(rs->read(1, row.data()));
+            SLUICE_TRY(rs->read(1, row.data()));
             for (int64_t v = 0; v < V; ++v)
                 if (!(row[size_t(v)] < INFINITY))
                     return err(Code::nonfinite, ref.label() + ": window " + std::to_string(s.windows[size_t(p)].index) +
@@ -172,7 +172,7 @@ Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, cons
             kld_encode_row(row.data(), int32_t(V), enc.data());
             buf.append(reinterpret_cast<const char*>(enc.data()), nv * 2);
         }
-        KLD_TRY(rs->finish());
+        SLUICE_TRY(rs->finish());
     }
     if (warning)
         *warning = "the suite's windows carry no BOS; a llama.cpp consumer whose vocabulary sets add_bos substitutes BOS "
@@ -208,22 +208,22 @@ Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* 
     Suite s = suite_from_kld(f);
     std::vector<int> pos;
     for (int c = 0; c < f.n_chunk; ++c) pos.push_back(c);
-    KLD_TRY(cand.check_suite(s, pos));
+    SLUICE_TRY(cand.check_suite(s, pos));
     const int V = f.n_vocab, T = f.n_ctx;
     std::vector<float> y(static_cast<size_t>(V)), lb(static_cast<size_t>(V));
     std::vector<uint16_t> enc;
     std::vector<LlamaToken> toks;
     for (int c = 0; c < f.n_chunk; ++c) {
         std::unique_ptr<RowStream> cs;
-        KLD_TRY(cand.open_window(s, c, &cs));
+        SLUICE_TRY(cand.open_window(s, c, &cs));
         for (int j = 0; j < T - 1; ++j) {
-            KLD_TRY(cs->read(1, y.data()));
+            SLUICE_TRY(cs->read(1, y.data()));
             if (j < T / 2) continue;
             for (int v = 0; v < V; ++v)
                 if (!(y[size_t(v)] < INFINITY))
                     return err(Code::nonfinite, cand.label() + ": chunk " + std::to_string(c) + " row " + std::to_string(j) +
                                                     " column " + std::to_string(v) + ": NaN or +inf");
-            KLD_TRY(kld_read_row(f, c, j, &enc));
+            SLUICE_TRY(kld_read_row(f, c, j, &enc));
             const int tok = s.windows[size_t(c)].tokens[size_t(j + 1)];
             // llama.cpp log_softmax(): first-index max, float exp, double sum, float lse.
             float M = y[0];
@@ -251,7 +251,7 @@ Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* 
             const float dp = std::exp(-nll) - std::exp(-nll_base);
             toks.push_back({double(nll), double(nll_base), sum, double(dp), imax == imax_base});
         }
-        KLD_TRY(cs->finish());
+        SLUICE_TRY(cs->finish());
     }
     *text = llamacpp_block(toks);
     json r;

@@ -1,4 +1,4 @@
-#include "eval/kld_main.h"
+#include "cli/kld/kld_main.h"
 
 #include <cmath>
 #include <cstdio>
@@ -7,10 +7,10 @@
 #include <type_traits>
 #include <vector>
 
-#include "eval/compare.h"
-#include "eval/llamakld.h"
-#include "eval/progress.h"
-#include "eval/report.h"
+#include "kld/stats/compare.h"
+#include "kld/io/llamakld.h"
+#include "kld/progress.h"
+#include "kld/report/report.h"
 #include "eval/safetensors.h"
 
 namespace sluice::kld {
@@ -119,16 +119,16 @@ Status selection(const Args& a, WindowSel* sel) {
     sel->list = a.get("--windows");
     sel->quick = a.has("--quick");
     int64_t v;
-    KLD_TRY(to_int64(a, "--start-window", 0, &v));
+    SLUICE_TRY(to_int64(a, "--start-window", 0, &v));
     sel->start = int(v);
-    KLD_TRY(to_int64(a, "--stop-window", -1, &v));
+    SLUICE_TRY(to_int64(a, "--stop-window", -1, &v));
     sel->stop = int(v);
     return {};
 }
 
 Status write_receipt(const Args& a, const json& r) {
     for (const char* k : {"--json", "--output"})
-        if (a.has(k)) KLD_TRY(write_file_atomic(a.get(k), dump_py(r, true)));
+        if (a.has(k)) SLUICE_TRY(write_file_atomic(a.get(k), dump_py(r, true)));
     return {};
 }
 
@@ -139,7 +139,7 @@ Status io_opts(const Args& a, ReadAheadOptions* io) {
     else if (m == "direct") io->mode = IoMode::direct;
     else return err(Code::usage, "--io: '" + m + "' (direct or buffered)");
     int64_t v;
-    KLD_TRY(to_int64(a, "--read-chunk", int64_t(io->chunk), &v));
+    SLUICE_TRY(to_int64(a, "--read-chunk", int64_t(io->chunk), &v));
     if (v < 4096 || v > (int64_t(1) << 30)) return err(Code::usage, "--read-chunk: 4096 to 1 GiB");
     io->chunk = uint64_t(v);
     return {};
@@ -147,22 +147,22 @@ Status io_opts(const Args& a, ReadAheadOptions* io) {
 
 Status open_operand(const Args& a, const std::string& path, bool verify, std::unique_ptr<Operand>* o) {
     ReadAheadOptions io;
-    KLD_TRY(io_opts(a, &io));
+    SLUICE_TRY(io_opts(a, &io));
     return open_v0_dir(path, verify, io, o);
 }
 
 Status compare_opts(const Args& a, CompareOptions* o) {
-    KLD_TRY(selection(a, &o->sel));
+    SLUICE_TRY(selection(a, &o->sel));
     int64_t v;
-    KLD_TRY(to_int64(a, "--bootstrap-samples", 10000, &v));
+    SLUICE_TRY(to_int64(a, "--bootstrap-samples", 10000, &v));
     o->bootstrap_samples = int(v);
-    KLD_TRY(to_int64(a, "--seed", 1, &v));
+    SLUICE_TRY(to_int64(a, "--seed", 1, &v));
     o->seed = uint64_t(v);
-    KLD_TRY(to_int64(a, "--threads", 1, &v));
+    SLUICE_TRY(to_int64(a, "--threads", 1, &v));
     o->threads = int(v);
-    KLD_TRY(to_int64(a, "--max-ram", int64_t(1) << 30, &v));
+    SLUICE_TRY(to_int64(a, "--max-ram", int64_t(1) << 30, &v));
     o->max_ram = v;
-    KLD_TRY(to_int64(a, "--row-block", 8, &v));
+    SLUICE_TRY(to_int64(a, "--row-block", 8, &v));
     o->rows_per_block = int(v);
     const std::string pr = a.get("--precision", "fast");
     if (pr == "fp64") o->precision = Precision::fp64;
@@ -170,7 +170,7 @@ Status compare_opts(const Args& a, CompareOptions* o) {
     const std::string c = a.get("--compat", "none");
     if (c == "festr2-v0") o->compat = Compat::festr2_v0;
     else if (c != "none") return err(Code::usage, "--compat: '" + c + "' is not implemented (festr2-v0 or none)");
-    KLD_TRY(to_int64(a, "--torch-lanes", 8, &v));
+    SLUICE_TRY(to_int64(a, "--torch-lanes", 8, &v));
     if (v != 8 && v != 16) return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512)");
     if (a.has("--torch-lanes") && o->compat != Compat::festr2_v0)
         return err(Code::usage, "--torch-lanes applies to --compat festr2-v0 only");
@@ -209,8 +209,8 @@ Status progress_fn(const Args& a, const KldHooks& h, std::ostream& e, ProgressFn
 }
 
 int finish(const Status& st, std::ostream& e) {
-    if (st.ok()) return 0;
-    e << "sluice kld: error (" << code_name(st.code) << "): " << st.msg << "\n";
+    if (st.is_ok()) return 0;
+    e << "sluice kld: error (" << code_name(code_of(st)) << "): " << st.message() << "\n";
     return exit_code(st);
 }
 
@@ -223,9 +223,9 @@ Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
         if (a.pos.size() != 1) return err(Code::usage, "suite verify SUITE_DIR");
         SuiteCheck chk;
         chk.expect_suite_hash = a.get("--expect-suite-hash");
-        KLD_TRY(to_int64(a, "--vocab", 0, &chk.vocab));
+        SLUICE_TRY(to_int64(a, "--vocab", 0, &chk.vocab));
         Suite s;
-        KLD_TRY(load_suite(a.pos[0], chk, &s));
+        SLUICE_TRY(load_suite(a.pos[0], chk, &s));
         std::map<std::string, int> dc;
         for (auto& w : s.windows) dc[w.domain]++;
         out << "suite OK: " << s.windows.size() << " windows x " << s.context_length << " tokens, suite hash "
@@ -238,7 +238,7 @@ Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
     m.out_dir = a.get("--out");
     m.force = a.has("--force");
     int64_t T;
-    KLD_TRY(to_int64(a, "--context", 2048, &T));
+    SLUICE_TRY(to_int64(a, "--context", 2048, &T));
     m.context_length = int(T);
     if (m.out_dir.empty()) return err(Code::usage, "suite make needs --out");
     // Sources keep their command-line order (it fixes the window numbering).
@@ -246,19 +246,19 @@ Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
         std::string f = argv[i];
         if (f == "--source" || f == "--tokens-source") {
             SourceSpec sp;
-            KLD_TRY(parse_source_spec(argv[i + 1], f == "--tokens-source", &sp));
+            SLUICE_TRY(parse_source_spec(argv[i + 1], f == "--tokens-source", &sp));
             m.sources.push_back(sp);
         }
     }
     if (a.has("--tokenizer")) {
         if (!h.open_tokenizer) return err(Code::usage, "--tokenizer: this build has no tokenizer hook");
         m.model_tokenizer = a.get("--tokenizer");
-        KLD_TRY(h.open_tokenizer(m.model_tokenizer, &m.tokenize, &m.tokenizer_class));
+        SLUICE_TRY(h.open_tokenizer(m.model_tokenizer, &m.tokenize, &m.tokenizer_class));
     } else {
         m.tokenizer_class = "none (token sources)";
     }
     Suite s;
-    KLD_TRY(make_suite(m, &s));
+    SLUICE_TRY(make_suite(m, &s));
     out << "suite written to " << m.out_dir << ": " << s.windows.size() << " windows, suite hash " << s.suite_hash << "\n";
     return {};
 }
@@ -268,13 +268,13 @@ Status cmd_inspect(const Args& a, std::ostream& out) {
     for (const auto& p : a.pos) {
         if (p.size() > 4 && p.compare(p.size() - 4, 4, ".kld") == 0) {
             KldFile f;
-            KLD_TRY(kld_open(p, &f));
+            SLUICE_TRY(kld_open(p, &f));
             out << p << ": llama.cpp .kld n_ctx " << f.n_ctx << " n_vocab " << f.n_vocab << " n_chunk " << f.n_chunk
                 << " rows/chunk " << f.rows_per_chunk() << "\n";
             continue;
         }
         StFile f;
-        KLD_TRY(f.open(p));
+        SLUICE_TRY(f.open(p));
         out << p << ": safetensors, header " << f.data_start() - 8 << " bytes, data at " << f.data_start() << "\n";
         for (auto& [k, v] : f.metadata()) out << "  meta " << k << " = " << v << "\n";
         for (auto& t : f.tensors()) {
@@ -286,7 +286,7 @@ Status cmd_inspect(const Args& a, std::ostream& out) {
                 std::vector<uint32_t> buf(1 << 20);
                 for (uint64_t i = 0; i < n; i += buf.size()) {
                     uint64_t k = std::min<uint64_t>(buf.size(), n - i);
-                    KLD_TRY(f.pread_data(t.begin + i * 4, buf.data(), k * 4));
+                    SLUICE_TRY(f.pread_data(t.begin + i * 4, buf.data(), k * 4));
                     for (uint64_t j = 0; j < k; ++j) bad += (buf[j] & 0xffff) != 0;
                 }
                 out << (bad ? "  not BF16-exact (" + std::to_string(bad) + " values)" : std::string("  BF16-exact"));
@@ -299,7 +299,7 @@ Status cmd_inspect(const Args& a, std::ostream& out) {
 
 Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldHooks& h) {
     CompareOptions o;
-    KLD_TRY(compare_opts(a, &o));
+    SLUICE_TRY(compare_opts(a, &o));
     const bool verify = a.get("--verify-hashes", "on") != "off";
     const std::string refp = a.get("--reference");
     if (refp.empty()) return err(Code::usage, "compare needs --reference");
@@ -308,28 +308,28 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
     if (a.has("--model")) {
         if (a.has("--candidate")) return err(Code::usage, "give --candidate or --model, not both");
         if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
-        KLD_TRY(h.open_engine(a.get("--model"), o.threads, &eng));
+        SLUICE_TRY(h.open_engine(a.get("--model"), o.threads, &eng));
         cand = engine_operand(eng.get(), a.get("--model"));
     } else {
         if (!a.has("--candidate")) return err(Code::usage, "compare needs --candidate or --model");
-        KLD_TRY(open_operand(a, a.get("--candidate"), verify, &cand));
+        SLUICE_TRY(open_operand(a, a.get("--candidate"), verify, &cand));
     }
     if (refp.size() > 4 && refp.compare(refp.size() - 4, 4, ".kld") == 0) {  // llama.cpp flow
         KldFile f;
-        KLD_TRY(kld_open(refp, &f));
+        SLUICE_TRY(kld_open(refp, &f));
         json r;
         std::string text;
-        KLD_TRY(compare_kld(f, *cand, &r, &text));
+        SLUICE_TRY(compare_kld(f, *cand, &r, &text));
         out << text;
         return write_receipt(a, r);
     }
     if (!a.has("--suite")) return err(Code::usage, "compare needs --suite");
     Suite s;
-    KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{a.get("--expect-suite-hash"), 0}, &s));
+    SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{a.get("--expect-suite-hash"), 0}, &s));
     std::unique_ptr<Operand> ref;
-    KLD_TRY(open_operand(a, refp, verify, &ref));
+    SLUICE_TRY(open_operand(a, refp, verify, &ref));
     o.keep_tokens = a.has("--tokens");
-    KLD_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
+    SLUICE_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
     CompareResult r;
     Status st = run_compare(s, *ref, *cand, o, &r);
     for (auto& w : r.warnings) e << "warning: " << w << "\n";
@@ -352,8 +352,8 @@ Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldH
                 out << row;
             }
         }
-        KLD_TRY(write_receipt(a, r.receipt));
-        if (st.ok() && a.has("--tokens")) KLD_TRY(write_token_sidecar(r, a.get("--tokens")));
+        SLUICE_TRY(write_receipt(a, r.receipt));
+        if (st.is_ok() && a.has("--tokens")) SLUICE_TRY(write_token_sidecar(r, a.get("--tokens")));
     }
     return st;
 }
@@ -383,23 +383,23 @@ Status cmd_report(const Args& a, std::ostream& out) {
     }
     ReportOptions ro;
     ro.title = a.get("--title");
-    KLD_TRY(to_double(a, "--hist-min", 1e-8, &ro.hist.lo));
-    KLD_TRY(to_double(a, "--hist-max", 10, &ro.hist.hi));
+    SLUICE_TRY(to_double(a, "--hist-min", 1e-8, &ro.hist.lo));
+    SLUICE_TRY(to_double(a, "--hist-max", 10, &ro.hist.hi));
     // Neither given: the range follows the data (the fixed 1e-8..10 left
     // most of the chart empty when the data sat in 1e-2..1).
     ro.hist.auto_range = !a.has("--hist-min") && !a.has("--hist-max");
     int64_t bpd;
-    KLD_TRY(to_int64(a, "--bins-per-decade", 4, &bpd));
+    SLUICE_TRY(to_int64(a, "--bins-per-decade", 4, &bpd));
     if (bpd < 1 || bpd > 100) return err(Code::usage, "--bins-per-decade: 1 to 100");
     ro.hist.bins_per_decade = int(bpd);
     Report rep;
-    KLD_TRY(build_report(in, ro, &rep));
+    SLUICE_TRY(build_report(in, ro, &rep));
     const std::string html = report_html(rep);
     const std::string outp = a.get("--out");
-    KLD_TRY(write_file_atomic(outp, html));
+    SLUICE_TRY(write_file_atomic(outp, html));
     if (a.has("--json")) {
         Status st = write_file_atomic(a.get("--json"), dump_py(report_json(rep), true));
-        if (!st.ok()) {
+        if (!st.is_ok()) {
             std::remove(outp.c_str());  // all outputs or none
             return st;
         }
@@ -452,7 +452,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     if (cmd == "suite") {
         Status st = cmd_suite(argc, argv, out, h);
         const int rc = finish(st, e);
-        if (st.code == Code::usage) e << kUsageHint;
+        if (code_of(st) == Code::usage) e << kUsageHint;
         return rc;
     }
     Args a = cmd == "report" ? parse(argc, argv, 2, kFlags, {"--receipts", "--tokens", "--labels"})
@@ -469,25 +469,25 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
                 return err(Code::usage, "capture needs --model, --suite and --out");
             if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
             WindowSel sel;
-            KLD_TRY(selection(a, &sel));
+            SLUICE_TRY(selection(a, &sel));
             Suite s;
-            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
             std::vector<int> pos;
-            KLD_TRY(select_windows(s, sel, &pos));
+            SLUICE_TRY(select_windows(s, sel, &pos));
             int64_t v;
             CaptureOptions co;
-            KLD_TRY(to_int64(a, "--align", 8, &v));
+            SLUICE_TRY(to_int64(a, "--align", 8, &v));
             co.align = size_t(v);
             if (co.align != 8 && co.align != 4096) return err(Code::usage, "--align: 8 or 4096");
-            KLD_TRY(to_int64(a, "--chunk", 256, &v));
+            SLUICE_TRY(to_int64(a, "--chunk", 256, &v));
             co.chunk_rows = int(v);
             co.run_name = a.get("--run-name");
-            KLD_TRY(progress_fn(a, h, e, &co.progress, &co.progress_interval_s));
-            KLD_TRY(to_int64(a, "--threads", 0, &v));
+            SLUICE_TRY(progress_fn(a, h, e, &co.progress, &co.progress_interval_s));
+            SLUICE_TRY(to_int64(a, "--threads", 0, &v));
             std::unique_ptr<LogitsEngine> eng;
-            KLD_TRY(h.open_engine(a.get("--model"), int(v), &eng));
+            SLUICE_TRY(h.open_engine(a.get("--model"), int(v), &eng));
             CaptureReport rep;
-            KLD_TRY(capture(eng.get(), s, pos, a.get("--out"), co, &rep));
+            SLUICE_TRY(capture(eng.get(), s, pos, a.get("--out"), co, &rep));
             out << "captured " << rep.captured.size() << " windows (" << rep.bytes_written << " bytes), skipped "
                 << rep.skipped.size() << " already verified\n";
             return {};
@@ -495,11 +495,11 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     } else if (cmd == "paired") {
         st = [&]() -> Status {
             PairedOptions po;
-            KLD_TRY(compare_opts(a, &po.cmp));
+            SLUICE_TRY(compare_opts(a, &po.cmp));
             po.cmp.keep_tokens = true;
-            KLD_TRY(progress_fn(a, h, e, &po.cmp.progress, &po.cmp.progress_interval_s));
-            if (a.has("--noise-diff")) KLD_TRY(to_double(a, "--noise-diff", po.noise_diff, &po.noise_diff));
-            if (a.has("--tie-tolerance")) KLD_TRY(to_double(a, "--tie-tolerance", po.tie_tolerance, &po.tie_tolerance));
+            SLUICE_TRY(progress_fn(a, h, e, &po.cmp.progress, &po.cmp.progress_interval_s));
+            if (a.has("--noise-diff")) SLUICE_TRY(to_double(a, "--noise-diff", po.noise_diff, &po.noise_diff));
+            if (a.has("--tie-tolerance")) SLUICE_TRY(to_double(a, "--tie-tolerance", po.tie_tolerance, &po.tie_tolerance));
             json r;
             std::string text;
             if (a.has("--receipts")) {
@@ -507,22 +507,22 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
                 if (rs.size() != 2) return err(Code::usage, "--receipts A.json B.json");
                 json ra, rb;
                 std::string t;
-                KLD_TRY(read_file(rs[0], &t));
-                KLD_TRY(parse_json(t, rs[0], &ra));
-                KLD_TRY(read_file(rs[1], &t));
-                KLD_TRY(parse_json(t, rs[1], &rb));
-                KLD_TRY(run_paired_receipts(ra, rb, po, &r, &text));
+                SLUICE_TRY(read_file(rs[0], &t));
+                SLUICE_TRY(parse_json(t, rs[0], &ra));
+                SLUICE_TRY(read_file(rs[1], &t));
+                SLUICE_TRY(parse_json(t, rs[1], &rb));
+                SLUICE_TRY(run_paired_receipts(ra, rb, po, &r, &text));
             } else {
                 if (!a.has("--suite") || !a.has("--reference") || !a.has("--a") || !a.has("--b"))
                     return err(Code::usage, "paired needs --suite, --reference, --a and --b");
                 const bool verify = a.get("--verify-hashes", "on") != "off";
                 Suite s;
-                KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+                SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
                 std::unique_ptr<Operand> ref, ca, cb;
-                KLD_TRY(open_operand(a, a.get("--reference"), verify, &ref));
-                KLD_TRY(open_operand(a, a.get("--a"), verify, &ca));
-                KLD_TRY(open_operand(a, a.get("--b"), verify, &cb));
-                KLD_TRY(run_paired(s, *ref, *ca, *cb, po, &r, &text));
+                SLUICE_TRY(open_operand(a, a.get("--reference"), verify, &ref));
+                SLUICE_TRY(open_operand(a, a.get("--a"), verify, &ca));
+                SLUICE_TRY(open_operand(a, a.get("--b"), verify, &cb));
+                SLUICE_TRY(run_paired(s, *ref, *ca, *cb, po, &r, &text));
             }
             out << text;
             return write_receipt(a, r);
@@ -530,25 +530,25 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     } else if (cmd == "noise") {
         st = [&]() -> Status {
             CompareOptions o;
-            KLD_TRY(compare_opts(a, &o));
+            SLUICE_TRY(compare_opts(a, &o));
             o.keep_tokens = true;
-            KLD_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
+            SLUICE_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
             if (!a.has("--suite") || !a.has("--runs")) return err(Code::usage, "noise needs --suite and --runs");
             const bool verify = a.get("--verify-hashes", "on") != "off";
             Suite s;
-            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
             std::vector<std::unique_ptr<Operand>> runs;
             std::vector<Operand*> rp;
             for (const auto& p : a.kv.at("--runs")) {
                 runs.emplace_back();
-                KLD_TRY(open_operand(a, p, verify, &runs.back()));
+                SLUICE_TRY(open_operand(a, p, verify, &runs.back()));
                 rp.push_back(runs.back().get());
             }
             std::unique_ptr<Operand> ref;
-            if (a.has("--reference")) KLD_TRY(open_operand(a, a.get("--reference"), verify, &ref));
+            if (a.has("--reference")) SLUICE_TRY(open_operand(a, a.get("--reference"), verify, &ref));
             json r;
             std::string text;
-            KLD_TRY(run_noise(s, rp, ref.get(), o, &r, &text));
+            SLUICE_TRY(run_noise(s, rp, ref.get(), o, &r, &text));
             out << text;
             return write_receipt(a, r);
         }();
@@ -559,13 +559,13 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
             if (!a.has("--suite") || !a.has("--reference") || !a.has("--out"))
                 return err(Code::usage, "export-kld needs --suite, --reference and --out");
             KldWriteOptions ko;
-            KLD_TRY(selection(a, &ko.sel));
+            SLUICE_TRY(selection(a, &ko.sel));
             Suite s;
-            KLD_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
+            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
             std::unique_ptr<Operand> ref;
-            KLD_TRY(open_operand(a, a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
+            SLUICE_TRY(open_operand(a, a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
             std::string warn;
-            KLD_TRY(export_kld(s, *ref, ko, a.get("--out"), &warn));
+            SLUICE_TRY(export_kld(s, *ref, ko, a.get("--out"), &warn));
             e << "warning: " << warn << "\n";
             out << "wrote " << a.get("--out") << "\n";
             return {};
@@ -574,7 +574,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
         st = err(Code::usage, "unknown command '" + cmd + "'");
     }
     const int rc = finish(st, e);
-    if (st.code == Code::usage) e << kUsageHint;
+    if (code_of(st) == Code::usage) e << kUsageHint;
     return rc;
 }
 

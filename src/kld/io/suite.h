@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/kld_common.h"
+#include "kld/kld_common.h"
 
 namespace sluice::kld {
 

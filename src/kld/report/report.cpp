@@ -1,5 +1,5 @@
 // sluice kld report (see report.h).
-#include "eval/report.h"
+#include "kld/report/report.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,8 +7,8 @@
 #include <map>
 #include <set>
 
-#include "eval/compare.h"
-#include "eval/report_fmt.h"
+#include "kld/stats/compare.h"
+#include "kld/report/report_fmt.h"
 #include "eval/safetensors.h"
 
 namespace sluice::kld {
@@ -72,11 +72,11 @@ Status check_receipt(const std::string& path, const json& r) {
         if (!p->is_number()) return bad("'" + name + "' is not a number");
         return {};
     };
-    KLD_TRY(need_num({"positions"}, "positions"));
-    KLD_TRY(need_num({"kl_reference_to_candidate", "mean"}, "kl_reference_to_candidate.mean"));
-    KLD_TRY(need_num({"kl_window_cluster_bootstrap", "ci95_low"}, "kl_window_cluster_bootstrap.ci95_low"));
-    KLD_TRY(need_num({"kl_window_cluster_bootstrap", "ci95_high"}, "kl_window_cluster_bootstrap.ci95_high"));
-    KLD_TRY(need_num({"top1_agreement"}, "top1_agreement"));
+    SLUICE_TRY(need_num({"positions"}, "positions"));
+    SLUICE_TRY(need_num({"kl_reference_to_candidate", "mean"}, "kl_reference_to_candidate.mean"));
+    SLUICE_TRY(need_num({"kl_window_cluster_bootstrap", "ci95_low"}, "kl_window_cluster_bootstrap.ci95_low"));
+    SLUICE_TRY(need_num({"kl_window_cluster_bootstrap", "ci95_high"}, "kl_window_cluster_bootstrap.ci95_high"));
+    SLUICE_TRY(need_num({"top1_agreement"}, "top1_agreement"));
     if (!r.contains("domains") || !r["domains"].is_object()) return bad("missing object 'domains'");
     for (auto it = r["domains"].begin(); it != r["domains"].end(); ++it)
         if (!num_ok(it.value(), "ci95_low") || !num_ok(it.value(), "ci95_high") || !num_ok(it.value(), "estimate"))
@@ -101,9 +101,9 @@ Status check_receipt(const std::string& path, const json& r) {
 
 Status load_receipt(const ReportInput& in, Loaded* L) {
     std::string text;
-    KLD_TRY(read_file(in.receipt, &text));
-    KLD_TRY(parse_json_py(text, in.receipt, &L->r));
-    KLD_TRY(check_receipt(in.receipt, L->r));
+    SLUICE_TRY(read_file(in.receipt, &text));
+    SLUICE_TRY(parse_json_py(text, in.receipt, &L->r));
+    SLUICE_TRY(check_receipt(in.receipt, L->r));
     const json& r = L->r;
     ReportCandidate& c = L->c;
     c.receipt_path = in.receipt;
@@ -161,7 +161,7 @@ Status load_sidecar(const Loaded& L, const std::vector<double>& edges, ReportCan
     const std::string& p = c->tokens_path;
     const std::string& rp = c->receipt_path;
     StFile f;
-    KLD_TRY(f.open(p));
+    SLUICE_TRY(f.open(p));
     auto fmt = [&](const std::string& what) {
         return err(Code::format, p + ": not a kld compare --tokens sidecar: " + what);
     };
@@ -176,12 +176,12 @@ Status load_sidecar(const Loaded& L, const std::vector<double>& edges, ReportCan
         return err(Code::identity, p + ": " + std::to_string(P) + " per-token KL values, but receipt " + rp + " has " +
                                        std::to_string(c->positions) + " positions (a sidecar of another run?)");
     std::vector<float> kl(P);
-    if (P) KLD_TRY(f.pread_data(t->begin, kl.data(), P * 4));
+    if (P) SLUICE_TRY(f.pread_data(t->begin, kl.data(), P * 4));
     std::vector<int32_t> win;
     if (const TensorInfo* w = f.find("window")) {
         if (w->dt != DType::I32 || w->shape.size() != 1 || w->shape[0] != P) return fmt("'window' is not an I32 vector of length " + std::to_string(P));
         win.resize(P);
-        if (P) KLD_TRY(f.pread_data(w->begin, win.data(), P * 4));
+        if (P) SLUICE_TRY(f.pread_data(w->begin, win.data(), P * 4));
     }
     for (uint64_t i = 0; i < P; ++i)
         if (std::isnan(kl[i]) || kl[i] == -INFINITY)
@@ -281,9 +281,9 @@ Status build_report(const std::vector<ReportInput>& in, const ReportOptions& opt
     if (!opt.title.empty()) rep.title = opt.title;
     rep.hist = opt.hist;
     std::vector<double> edges;
-    KLD_TRY(hist_edges(opt.hist, &edges));
+    SLUICE_TRY(hist_edges(opt.hist, &edges));
     std::vector<Loaded> L(in.size());
-    for (size_t i = 0; i < in.size(); ++i) KLD_TRY(load_receipt(in[i], &L[i]));
+    for (size_t i = 0; i < in.size(); ++i) SLUICE_TRY(load_receipt(in[i], &L[i]));
     // One experiment: the same compat mode, suite, reference and windows.
     const json& r0 = L[0].r;
     auto sl = [](const json& r, const char* k) -> json {
@@ -329,12 +329,12 @@ Status build_report(const std::vector<ReportInput>& in, const ReportOptions& opt
         // A first pass over 1e-30..1e30 finds the decades the data uses.
         HistSpec wide{1e-30, 1e30, 1, false};
         std::vector<double> we;
-        KLD_TRY(hist_edges(wide, &we));
+        SLUICE_TRY(hist_edges(wide, &we));
         int first = -1, last = -1;
         for (size_t i = 0; i < L.size(); ++i) {
             if (L[i].c.tokens_path.empty()) continue;
             ReportCandidate c = L[i].c;
-            KLD_TRY(load_sidecar(L[i], we, &c));
+            SLUICE_TRY(load_sidecar(L[i], we, &c));
             for (int b = 0; b < int(c.hist.counts.size()); ++b)
                 if (c.hist.counts[size_t(b)]) {
                     if (first < 0 || b < first) first = b;
@@ -344,11 +344,11 @@ Status build_report(const std::vector<ReportInput>& in, const ReportOptions& opt
         if (first >= 0) {
             rep.hist.lo = we[size_t(first)];
             rep.hist.hi = we[size_t(last) + 1];
-            KLD_TRY(hist_edges(rep.hist, &edges));
+            SLUICE_TRY(hist_edges(rep.hist, &edges));
         }
     }
     for (size_t i = 0; i < L.size(); ++i)
-        if (!L[i].c.tokens_path.empty()) KLD_TRY(load_sidecar(L[i], edges, &L[i].c));
+        if (!L[i].c.tokens_path.empty()) SLUICE_TRY(load_sidecar(L[i], edges, &L[i].c));
     // Labels must tell candidates apart.
     std::map<std::string, int> seen;
     for (auto& l : L) seen[l.c.label]++;
@@ -383,7 +383,7 @@ Status build_report(const std::vector<ReportInput>& in, const ReportOptions& opt
             json pr;
             std::string pt;
             if (std::isfinite(c.mean) && std::isfinite(nb.c.mean) &&
-                run_paired_receipts(L[order[k]].r, nb.r, po, &pr, &pt).ok()) {
+                run_paired_receipts(L[order[k]].r, nb.r, po, &pr, &pt).is_ok()) {
                 c.has_next = true;
                 c.next_delta = pr["kl_difference"]["bootstrap"]["estimate"].get<double>();
                 c.next_ci_low = pr["kl_difference"]["bootstrap"]["ci95_low"].get<double>();

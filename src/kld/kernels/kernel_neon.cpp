@@ -5,7 +5,7 @@
 // results are bit-identical to it and to AVX2 / AVX-512.
 #include <arm_neon.h>
 
-#include "eval/kernel_fast.h"
+#include "kld/kernels/kernel_fast.h"
 
 namespace sluice::kld::fastk {
 

@@ -1,4 +1,4 @@
-#include "eval/readahead.h"
+#include "kld/io/readahead.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -128,8 +128,8 @@ void ReadAhead::run() {
     auto finish_reading = [&](Status st) {
         {
             std::lock_guard<std::mutex> lk(mu_);
-            if (!st.ok() && err_.ok()) err_ = st;
-            if (!st.ok() || --readers_live_ == 0) read_done_ = done_ = true;
+            if (!st.is_ok() && err_.is_ok()) err_ = st;
+            if (!st.is_ok() || --readers_live_ == 0) read_done_ = done_ = true;
         }
         cv_.notify_all();
     };
@@ -196,7 +196,7 @@ void ReadAhead::release_front() {
 Status ReadAhead::front(std::unique_lock<std::mutex>& lk) {
     for (;;) {
         cv_.wait(lk, [&] { return !ready_.empty() || done_; });
-        if (ready_.empty()) return err_.ok() ? err(Code::io, path_ + ": reader stopped early") : err_;
+        if (ready_.empty()) return err_.is_ok() ? err(Code::io, path_ + ": reader stopped early") : err_;
         const Chunk& c = ready_.front();
         if (c.off + c.len <= pos_) {  // wholly before the range (header) or consumed
             release_front();
@@ -212,7 +212,7 @@ Status ReadAhead::read(void* dst, uint64_t n) {
     uint8_t* d = static_cast<uint8_t*>(dst);
     std::unique_lock<std::mutex> lk(mu_);
     while (n) {
-        KLD_TRY(front(lk));
+        SLUICE_TRY(front(lk));
         const Chunk& c = ready_.front();  // stays put: the reader only appends
         const uint64_t take = std::min(n, c.len - used_);
         lk.unlock();
@@ -232,7 +232,7 @@ Status ReadAhead::peek(const uint8_t** p, uint64_t* avail) {
         return {};
     }
     std::unique_lock<std::mutex> lk(mu_);
-    KLD_TRY(front(lk));
+    SLUICE_TRY(front(lk));
     const Chunk& c = ready_.front();
     *p = c.buf + c.skew + used_;
     *avail = std::min(c.off + c.len, end_) - pos_;

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "eval/report.h"
-#include "eval/report_fmt.h"
+#include "kld/report/report.h"
+#include "kld/report/report_fmt.h"
 
 namespace sluice::kld {
 

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "eval/compare.h"
-#include "eval/kld_common.h"
-#include "eval/operand.h"
-#include "eval/suite.h"
+#include "kld/stats/compare.h"
+#include "kld/kld_common.h"
+#include "kld/io/operand.h"
+#include "kld/io/suite.h"
 
 namespace sluice::kld {
 
