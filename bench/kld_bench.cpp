@@ -32,6 +32,7 @@
 #include "kld/io/suite.h"
 
 using namespace sluice::kld;
+using sluice::Status;
 namespace fs = std::filesystem;
 
 namespace {

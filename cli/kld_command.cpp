@@ -1,4 +1,4 @@
-// `sluice kld ...`: the KLD suite (src/eval) wired to the engine and the
+// `sluice kld ...`: the KLD suite (src/kld, options in cli/kld) wired to the engine and the
 // tokenizer through the public C API only.
 #include <iostream>
 #include <unistd.h>

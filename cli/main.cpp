@@ -718,7 +718,8 @@ int cmd_verify(VerifyArgs &a) {
 }
 
 int main(int argc, char **argv) {
-    // `kld` has its own argument grammar (KLD.md §7.2); `sluice kld help`.
+    // `kld` parses its own options (cli/kld/kld_main.cpp, CLI11 too), so the
+    // KLD tests drive the same front end in-process; `sluice kld help`.
     if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};

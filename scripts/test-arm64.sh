@@ -5,7 +5,7 @@
 # qemu-user), whose default CPU model ("max") has NEON, dotprod and i8mm.
 #
 # What this proves: the code builds for aarch64, the NEON kernels (src/quant,
-# src/eval) are bit-identical to the scalar reference, and the engine's logits
+# src/kld/kernels) are bit-identical to the scalar reference, and the engine's logits
 # on ARM match warp's fixtures as on x86. What it cannot prove: speed (qemu
 # translates every instruction; see docs/PERF.md for the emulated ratios).
 #

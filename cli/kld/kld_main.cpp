@@ -1,415 +1,273 @@
+// `sluice kld`: the option grammar (CLI11, as every other subcommand) and
+// the dispatch to cli/kld/kld_commands.cpp. A usage error prints one line
+// naming what is wrong, then where the options are, and exits 2; a failure
+// exits with its KLD.md §7.9 code.
 #include "cli/kld/kld_main.h"
 
-#include <cmath>
-#include <cstdio>
-#include <map>
+#include <CLI/CLI.hpp>
+
 #include <string>
-#include <type_traits>
 #include <vector>
 
-#include "kld/stats/compare.h"
-#include "kld/io/llamakld.h"
-#include "kld/progress.h"
-#include "kld/report/report.h"
-#include "eval/safetensors.h"
+#include "cli/kld/kld_args.h"
 
 namespace sluice::kld {
 
 namespace {
 
-const char* kUsage =
-    "usage: sluice kld <command> ...\n"
-    "  suite make   --out DIR --context T (--source NAME=FILE:W | --tokens-source NAME=FILE:W)...\n"
-    "               [--tokenizer CONTAINER]\n"
-    "  suite verify SUITE [--expect-suite-hash HEX] [--vocab V]\n"
-    "  inspect      FILE...\n"
-    "  capture      --model CONTAINER --suite SUITE --out DIR [SEL] [--align 8|4096] [--chunk N] [--run-name NAME]\n"
-    "               [--progress | --no-progress]\n"
-    "  compare      --suite SUITE --reference REF (--candidate CAND | --model CONTAINER) [SEL]\n"
-    "               [--compat festr2-v0|none] [--torch-lanes 8|16] [--bootstrap-samples N] [--seed S]\n"
-    "               [--threads N] [--json OUT] [--tokens OUT.safetensors]\n"
-    "               [--llamacpp-block] [--llamacpp-positions all|second-half]\n"
-    "               [--noise RECEIPT] [--verify-hashes on|off] [--finite-only] [--no-js] [--max-ram BYTES]\n"
-    "               [--precision fast|fp64] [--io direct|buffered] [--read-chunk BYTES]\n"
-    "               [--progress | --no-progress]\n"
-    "  compare      --reference BASE.kld (--candidate CAND | --model CONTAINER) [--json OUT]\n"
-    "  paired       --suite SUITE --reference REF --a A --b B [SEL] [--noise RECEIPT] [--noise-diff X] [--json OUT]\n"
-    "               [--progress | --no-progress]\n"
-    "  paired       --receipts A.json B.json [--noise-diff X] [--json OUT]\n"
-    "  noise        --suite SUITE --runs RUN1 RUN2 [RUN...] [--reference REF] [SEL] [--json OUT]\n"
-    "               [--progress | --no-progress]\n"
-    "  export-kld   --suite SUITE --reference REF --out BASE.kld [SEL]\n"
-    "  report       --receipts A.json [B.json ...] --out REPORT.html [--tokens A.safetensors|- ...]\n"
-    "               [--labels NAME ...] [--json OUT] [--title TEXT]\n"
-    "               [--hist-min 1e-8] [--hist-max 10] [--bins-per-decade 4]\n"
-    "progress (capture, compare, paired, noise): a bar on stderr when it is a terminal; --progress forces it\n"
-    "(plain lines when not a terminal), --no-progress turns it off. Never on stdout or in receipts.\n"
-    "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick\n"
-    "suite make sources: NAME=FILE:W takes W windows of --context T tokens from FILE (UTF-8 text for\n"
+const char* kSelFooter =
+    "SEL: --windows 0-7,16 | --start-window A --stop-window B | --quick (the stratified 8-window screen)";
+const char* kProgressFooter =
+    "progress: a bar on stderr when it is a terminal; --progress forces it (plain lines when not a terminal),\n"
+    "--no-progress turns it off. Never on stdout or in receipts.";
+const char* kSourcesFooter =
+    "sources: NAME=FILE:W takes W windows of --context T tokens from FILE (UTF-8 text for\n"
     "  --source, tokenized with --tokenizer CONTAINER; token ids for --tokens-source) and labels them\n"
     "  with the domain NAME, e.g. --source prose=book.txt:8 --source code=main.c:4\n"
-    "report: without --hist-min/--hist-max the histogram spans the decades the data occupies\n";
-// After a usage error: the error first (finish), then where the options are.
-const char* kUsageHint = "(`sluice kld help` lists every command's options)\n";
+    "  Sources keep their command-line order, which numbers the windows.";
 
-// Every option that takes a value, across the subcommands.
-const std::vector<std::string> kValueFlags = {
-    "--a", "--align", "--b", "--bins-per-decade", "--bootstrap-samples", "--candidate", "--chunk", "--compat",
-    "--context", "--expect-suite-hash", "--hist-max", "--hist-min", "--io", "--json", "--llamacpp-positions",
-    "--max-ram", "--model", "--noise", "--noise-diff", "--out", "--output", "--precision", "--read-chunk",
-    "--reference", "--row-block", "--run-name", "--seed", "--source", "--start-window", "--stop-window", "--suite",
-    "--threads", "--tie-tolerance", "--title", "--tokenizer", "--tokens", "--tokens-source", "--torch-lanes",
-    "--verify-hashes", "--vocab", "--windows"};
+void add_selection(CLI::App* c, SelArgs* s) {
+    auto* g = c->add_option_group("window selection (SEL)");
+    g->add_option("--windows", s->windows, "windows to use: a list with ranges, e.g. 0-7,16,24");
+    g->add_flag("--quick", s->quick, "the stratified quick set {0,1,2,3,16,17,24,25}");
+    g->add_option("--start-window", s->start, "first window (with --stop-window)");
+    g->add_option("--stop-window", s->stop, "one past the last window (-1: to the end)");
+}
 
-// Flag parser: --name value, --flag, and positionals.
-struct Args {
-    std::map<std::string, std::vector<std::string>> kv;
-    std::vector<std::string> pos;
-    std::string bad;
-    bool has(const std::string& k) const { return kv.count(k) != 0; }
-    std::string get(const std::string& k, const std::string& d = "") const {
-        auto it = kv.find(k);
-        return it == kv.end() || it->second.empty() ? d : it->second.back();
+void add_progress(CLI::App* c, ProgressArgs* p) {
+    auto* on = c->add_flag("--progress", p->on, "show progress on stderr even when it is not a terminal");
+    auto* off = c->add_flag("--no-progress", p->off, "no progress display");
+    on->excludes(off);
+}
+
+void add_io(CLI::App* c, IoArgs* io) {
+    c->add_option("--io", io->mode, "operand reads: O_DIRECT or through the page cache")
+        ->check(CLI::IsMember({"direct", "buffered"}));
+    c->add_option("--read-chunk", io->read_chunk, "bytes per read of an operand file")
+        ->check(CLI::Range(int64_t(4096), int64_t(1) << 30));
+}
+
+void add_verify(CLI::App* c, std::string* v) {
+    c->add_option("--verify-hashes", *v, "check every operand file's SHA-256 against its manifest")
+        ->check(CLI::IsMember({"on", "off"}));
+}
+
+// The options compare, paired and noise share.
+void add_compare_options(CLI::App* c, CompareArgs* a) {
+    add_selection(c, &a->sel);
+    add_io(c, &a->io);
+    add_progress(c, &a->progress);
+    add_verify(c, &a->verify_hashes);
+    c->add_option("--bootstrap-samples", a->bootstrap_samples, "window-bootstrap resamples for the 95% CI")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 30));
+    c->add_option("--seed", a->seed, "bootstrap seed");
+    c->add_option("--threads", a->threads, "worker threads")->check(CLI::Range(1, 4096));
+    c->add_option("--max-ram", a->max_ram, "RAM cap in bytes for the plan (refused above it, exit 7)");
+    c->add_option("--row-block", a->row_block, "rows scored per block")->check(CLI::Range(1, 1 << 20));
+    c->add_option("--precision", a->precision, "fast (SIMD kernels) or fp64 (the scalar reference)")
+        ->check(CLI::IsMember({"fast", "fp64"}));
+    c->add_option("--compat", a->compat, "replay another tool's numerics")->check(CLI::IsMember({"festr2-v0", "none"}));
+    c->add_option("--torch-lanes", a->torch_lanes, "with --compat festr2-v0: 8 (torch AVX2) or 16 (torch AVX-512)")
+        ->check(CLI::IsMember({8, 16}));
+    c->add_flag("--llamacpp-block", a->llamacpp_block, "also report llama.cpp's statistics block");
+    c->add_option("--llamacpp-positions", a->llamacpp_positions, "positions llama.cpp scores")
+        ->check(CLI::IsMember({"all", "second-half"}));
+    c->add_option("--noise", a->noise, "a noise receipt (sluice kld noise) to judge differences against");
+    c->add_flag("--finite-only", a->finite_only, "skip rows with non-finite values instead of refusing them");
+    c->add_flag("--no-js", a->no_js, "skip the Jensen-Shannon divergence");
+    c->add_option("--json", a->json_out, "write the receipt here");
+    c->add_option("--output", a->output_out, "the same as --json");
+}
+
+CLI::App* add_suite_commands(CLI::App& app, SuiteMakeArgs* mk, SuiteVerifyArgs* vf, CLI::App** make,
+                             CLI::App** verify) {
+    auto* suite = app.add_subcommand("suite", "make or verify a suite of token windows");
+    suite->require_subcommand(1);
+    *make = suite->add_subcommand("make", "write a suite of W windows per source (KLD.md §1.4)");
+    (*make)->option_defaults()->always_capture_default();
+    (*make)->add_option("--out", mk->out, "suite directory to write")->required();
+    (*make)->add_option("--context", mk->context, "tokens per window (T)")->check(CLI::Range(2, 1 << 24));
+    // Bound for parsing only: collect_sources() reads them in order.
+    (*make)->add_option("--source", mk->text_specs,
+                        "NAME=FILE:W: W windows from the UTF-8 text FILE, domain NAME (repeatable)")
+        ->allow_extra_args(false);
+    (*make)->add_option("--tokens-source", mk->token_specs, "NAME=FILE:W: the same from a file of token ids (repeatable)")
+        ->allow_extra_args(false);
+    (*make)->add_option("--tokenizer", mk->tokenizer, "container whose tokenizer encodes the --source texts");
+    (*make)->add_flag("--force", mk->force, "replace an existing suite (atomically: the old one stays until the new is whole)");
+    (*make)->footer(kSourcesFooter);
+
+    *verify = suite->add_subcommand("verify", "check a suite's manifest, token files and hashes");
+    (*verify)->option_defaults()->always_capture_default();
+    (*verify)->add_option("suite", vf->suite, "suite directory")->required();
+    (*verify)->add_option("--expect-suite-hash", vf->expect_suite_hash, "refuse unless the suite hash is this");
+    (*verify)->add_option("--vocab", vf->vocab, "refuse token ids >= V (0: no check)");
+    return suite;
+}
+
+// --source and --tokens-source in the order given: the order numbers the
+// windows, and CLI11 keeps each option's values apart.
+void collect_sources(CLI::App* make, SuiteMakeArgs* mk) {
+    const CLI::Option* src = make->get_option("--source");
+    const CLI::Option* tok = make->get_option("--tokens-source");
+    size_t is = 0, it = 0;
+    for (const CLI::Option* o : make->parse_order()) {
+        if (o == src && is < src->results().size()) mk->sources.emplace_back(src->results()[is++], false);
+        else if (o == tok && it < tok->results().size()) mk->sources.emplace_back(tok->results()[it++], true);
     }
-};
-
-Args parse(int argc, char** argv, int from, const std::vector<std::string>& flags,
-           const std::vector<std::string>& multi = {}) {
-    Args a;
-    auto is = [](const std::vector<std::string>& v, const std::string& s) {
-        return std::find(v.begin(), v.end(), s) != v.end();
-    };
-    for (int i = from; i < argc; ++i) {
-        std::string s = argv[i];
-        if (s.rfind("--", 0) != 0) { a.pos.push_back(s); continue; }
-        if (is(flags, s)) { a.kv[s]; continue; }
-        // A misspelt option (--windoes) must not be ignored: it would run
-        // with the default instead of what the user asked for.
-        if (!is(kValueFlags, s) && !is(multi, s)) { a.bad = "unknown option " + s; break; }
-        if (is(multi, s)) {  // takes every following non-flag word
-            auto& v = a.kv[s];
-            while (i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0) v.push_back(argv[++i]);
-            continue;
-        }
-        if (i + 1 >= argc) { a.bad = s + " needs a value"; break; }
-        a.kv[s].push_back(argv[++i]);
-    }
-    return a;
-}
-
-// --k VALUE as an int64_t or a double (whole string, else a usage error).
-template <class T>
-Status to_number(const Args& a, const std::string& k, T def, T* out) {
-    std::string v = a.get(k);
-    if (v.empty()) { *out = def; return {}; }
-    try {
-        size_t n = 0;
-        if constexpr (std::is_integral_v<T>) *out = std::stoll(v, &n);
-        else *out = std::stod(v, &n);
-        if (n != v.size()) throw 1;
-    } catch (...) {
-        return err(Code::usage, k + (std::is_integral_v<T> ? ": not an integer: '" : ": not a number: '") + v + "'");
-    }
-    return {};
-}
-
-Status to_int64(const Args& a, const std::string& k, int64_t def, int64_t* out) { return to_number(a, k, def, out); }
-
-Status selection(const Args& a, WindowSel* sel) {
-    sel->list = a.get("--windows");
-    sel->quick = a.has("--quick");
-    int64_t v;
-    SLUICE_TRY(to_int64(a, "--start-window", 0, &v));
-    sel->start = int(v);
-    SLUICE_TRY(to_int64(a, "--stop-window", -1, &v));
-    sel->stop = int(v);
-    return {};
-}
-
-Status write_receipt(const Args& a, const json& r) {
-    for (const char* k : {"--json", "--output"})
-        if (a.has(k)) SLUICE_TRY(write_file_atomic(a.get(k), dump_py(r, true)));
-    return {};
-}
-
-// Streaming options (§7.8): --io direct|buffered, --read-chunk BYTES.
-Status io_opts(const Args& a, ReadAheadOptions* io) {
-    const std::string m = a.get("--io", "direct");
-    if (m == "buffered") io->mode = IoMode::buffered;
-    else if (m == "direct") io->mode = IoMode::direct;
-    else return err(Code::usage, "--io: '" + m + "' (direct or buffered)");
-    int64_t v;
-    SLUICE_TRY(to_int64(a, "--read-chunk", int64_t(io->chunk), &v));
-    if (v < 4096 || v > (int64_t(1) << 30)) return err(Code::usage, "--read-chunk: 4096 to 1 GiB");
-    io->chunk = uint64_t(v);
-    return {};
-}
-
-Status open_operand(const Args& a, const std::string& path, bool verify, std::unique_ptr<Operand>* o) {
-    ReadAheadOptions io;
-    SLUICE_TRY(io_opts(a, &io));
-    return open_v0_dir(path, verify, io, o);
-}
-
-Status compare_opts(const Args& a, CompareOptions* o) {
-    SLUICE_TRY(selection(a, &o->sel));
-    int64_t v;
-    SLUICE_TRY(to_int64(a, "--bootstrap-samples", 10000, &v));
-    o->bootstrap_samples = int(v);
-    SLUICE_TRY(to_int64(a, "--seed", 1, &v));
-    o->seed = uint64_t(v);
-    SLUICE_TRY(to_int64(a, "--threads", 1, &v));
-    o->threads = int(v);
-    SLUICE_TRY(to_int64(a, "--max-ram", int64_t(1) << 30, &v));
-    o->max_ram = v;
-    SLUICE_TRY(to_int64(a, "--row-block", 8, &v));
-    o->rows_per_block = int(v);
-    const std::string pr = a.get("--precision", "fast");
-    if (pr == "fp64") o->precision = Precision::fp64;
-    else if (pr != "fast") return err(Code::usage, "--precision: '" + pr + "' (fast or fp64)");
-    const std::string c = a.get("--compat", "none");
-    if (c == "festr2-v0") o->compat = Compat::festr2_v0;
-    else if (c != "none") return err(Code::usage, "--compat: '" + c + "' is not implemented (festr2-v0 or none)");
-    SLUICE_TRY(to_int64(a, "--torch-lanes", 8, &v));
-    if (v != 8 && v != 16) return err(Code::usage, "--torch-lanes: 8 (torch AVX2) or 16 (torch AVX-512)");
-    if (a.has("--torch-lanes") && o->compat != Compat::festr2_v0)
-        return err(Code::usage, "--torch-lanes applies to --compat festr2-v0 only");
-    o->torch_lanes = int(v);
-    o->llamacpp_block = a.has("--llamacpp-block");
-    const std::string lp = a.get("--llamacpp-positions", "all");
-    if (lp != "all" && lp != "second-half") return err(Code::usage, "--llamacpp-positions: all or second-half");
-    o->llamacpp_second_half = lp == "second-half";
-    o->noise_receipt = a.get("--noise");
-    o->finite_only = a.has("--finite-only");
-    o->want_js = !a.has("--no-js");
-    return {};
-}
-
-const std::vector<std::string> kFlags = {"--quick", "--llamacpp-block", "--finite-only", "--no-js", "--progress",
-                                         "--no-progress"};
-
-Status to_double(const Args& a, const std::string& k, double def, double* out) { return to_number(a, k, def, out); }
-
-// The progress display (KLD.md §7 Scale): a bar redrawn in place on a
-// terminal (4 per second), whole lines (1 per second) when --progress is
-// forced onto a pipe or file. Only ever the err stream.
-Status progress_fn(const Args& a, const KldHooks& h, std::ostream& e, ProgressFn* fn, double* interval) {
-    if (a.has("--progress") && a.has("--no-progress")) return err(Code::usage, "give --progress or --no-progress, not both");
-    const bool on = a.has("--progress") || (h.err_is_tty && !a.has("--no-progress"));
-    if (!on) return {};
-    const bool tty = h.err_is_tty;
-    *interval = tty ? 0.25 : 1.0;
-    *fn = [&e, tty](const ProgressInfo& p) {
-        const std::string line = format_progress(p);
-        if (tty) e << "\r" << line << "\x1b[K" << (p.final ? "\n" : "");
-        else e << "progress: " << line << "\n";
-        e.flush();
-    };
-    return {};
 }
 
 int finish(const Status& st, std::ostream& e) {
     if (st.is_ok()) return 0;
-    e << "sluice kld: error (" << code_name(code_of(st)) << "): " << st.message() << "\n";
+    const Code c = code_of(st);
+    e << "sluice kld: error (" << code_name(c) << "): " << st.message() << "\n";
+    if (c == Code::usage) e << "(`sluice kld COMMAND --help` lists its options)\n";
     return exit_code(st);
 }
 
-Status cmd_suite(int argc, char** argv, std::ostream& out, const KldHooks& h) {
-    if (argc < 3) return err(Code::usage, "suite: make or verify");
-    const std::string sub = argv[2];
-    Args a = parse(argc, argv, 3, {"--force"});
-    if (!a.bad.empty()) return err(Code::usage, a.bad);
-    if (sub == "verify") {
-        if (a.pos.size() != 1) return err(Code::usage, "suite verify SUITE_DIR");
-        SuiteCheck chk;
-        chk.expect_suite_hash = a.get("--expect-suite-hash");
-        SLUICE_TRY(to_int64(a, "--vocab", 0, &chk.vocab));
-        Suite s;
-        SLUICE_TRY(load_suite(a.pos[0], chk, &s));
-        std::map<std::string, int> dc;
-        for (auto& w : s.windows) dc[w.domain]++;
-        out << "suite OK: " << s.windows.size() << " windows x " << s.context_length << " tokens, suite hash "
-            << s.suite_hash << "\n";
-        for (auto& [d, c] : dc) out << "  " << d << ": " << c << " windows\n";
-        return {};
-    }
-    if (sub != "make") return err(Code::usage, "suite: make or verify");
-    MakeOptions m;
-    m.out_dir = a.get("--out");
-    m.force = a.has("--force");
-    int64_t T;
-    SLUICE_TRY(to_int64(a, "--context", 2048, &T));
-    m.context_length = int(T);
-    if (m.out_dir.empty()) return err(Code::usage, "suite make needs --out");
-    // Sources keep their command-line order (it fixes the window numbering).
-    for (int i = 3; i + 1 < argc; ++i) {
-        std::string f = argv[i];
-        if (f == "--source" || f == "--tokens-source") {
-            SourceSpec sp;
-            SLUICE_TRY(parse_source_spec(argv[i + 1], f == "--tokens-source", &sp));
-            m.sources.push_back(sp);
-        }
-    }
-    if (a.has("--tokenizer")) {
-        if (!h.open_tokenizer) return err(Code::usage, "--tokenizer: this build has no tokenizer hook");
-        m.model_tokenizer = a.get("--tokenizer");
-        SLUICE_TRY(h.open_tokenizer(m.model_tokenizer, &m.tokenize, &m.tokenizer_class));
-    } else {
-        m.tokenizer_class = "none (token sources)";
-    }
-    Suite s;
-    SLUICE_TRY(make_suite(m, &s));
-    out << "suite written to " << m.out_dir << ": " << s.windows.size() << " windows, suite hash " << s.suite_hash << "\n";
-    return {};
-}
+int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
+    CLI::App app{"sluice kld: the KL-divergence quality suite (../shared/spec/KLD.md §7)", "sluice kld"};
+    app.require_subcommand(1);
+    app.footer(std::string(kSelFooter) + "\n" + kProgressFooter);
 
-Status cmd_inspect(const Args& a, std::ostream& out) {
-    if (a.pos.empty()) return err(Code::usage, "inspect FILE...");
-    for (const auto& p : a.pos) {
-        if (p.size() > 4 && p.compare(p.size() - 4, 4, ".kld") == 0) {
-            KldFile f;
-            SLUICE_TRY(kld_open(p, &f));
-            out << p << ": llama.cpp .kld n_ctx " << f.n_ctx << " n_vocab " << f.n_vocab << " n_chunk " << f.n_chunk
-                << " rows/chunk " << f.rows_per_chunk() << "\n";
-            continue;
-        }
-        StFile f;
-        SLUICE_TRY(f.open(p));
-        out << p << ": safetensors, header " << f.data_start() - 8 << " bytes, data at " << f.data_start() << "\n";
-        for (auto& [k, v] : f.metadata()) out << "  meta " << k << " = " << v << "\n";
-        for (auto& t : f.tensors()) {
-            out << "  tensor " << t.name << " " << t.dtype << " [";
-            for (size_t i = 0; i < t.shape.size(); ++i) out << (i ? "," : "") << t.shape[i];
-            out << "]";
-            if (t.dt == DType::F32 && t.shape.size() == 2) {  // BF16-exactness scan (§1.9, §7.11 item 3)
-                uint64_t bad = 0, n = t.shape[0] * t.shape[1];
-                std::vector<uint32_t> buf(1 << 20);
-                for (uint64_t i = 0; i < n; i += buf.size()) {
-                    uint64_t k = std::min<uint64_t>(buf.size(), n - i);
-                    SLUICE_TRY(f.pread_data(t.begin + i * 4, buf.data(), k * 4));
-                    for (uint64_t j = 0; j < k; ++j) bad += (buf[j] & 0xffff) != 0;
-                }
-                out << (bad ? "  not BF16-exact (" + std::to_string(bad) + " values)" : std::string("  BF16-exact"));
-            }
-            out << "\n";
-        }
-    }
-    return {};
-}
+    SuiteMakeArgs mk;
+    SuiteVerifyArgs vf;
+    CLI::App *make = nullptr, *verify = nullptr;
+    add_suite_commands(app, &mk, &vf, &make, &verify);
 
-Status cmd_compare(const Args& a, std::ostream& out, std::ostream& e, const KldHooks& h) {
-    CompareOptions o;
-    SLUICE_TRY(compare_opts(a, &o));
-    const bool verify = a.get("--verify-hashes", "on") != "off";
-    const std::string refp = a.get("--reference");
-    if (refp.empty()) return err(Code::usage, "compare needs --reference");
-    std::unique_ptr<LogitsEngine> eng;
-    std::unique_ptr<Operand> cand;
-    if (a.has("--model")) {
-        if (a.has("--candidate")) return err(Code::usage, "give --candidate or --model, not both");
-        if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
-        SLUICE_TRY(h.open_engine(a.get("--model"), o.threads, &eng));
-        cand = engine_operand(eng.get(), a.get("--model"));
-    } else {
-        if (!a.has("--candidate")) return err(Code::usage, "compare needs --candidate or --model");
-        SLUICE_TRY(open_operand(a, a.get("--candidate"), verify, &cand));
-    }
-    if (refp.size() > 4 && refp.compare(refp.size() - 4, 4, ".kld") == 0) {  // llama.cpp flow
-        KldFile f;
-        SLUICE_TRY(kld_open(refp, &f));
-        json r;
-        std::string text;
-        SLUICE_TRY(compare_kld(f, *cand, &r, &text));
-        out << text;
-        return write_receipt(a, r);
-    }
-    if (!a.has("--suite")) return err(Code::usage, "compare needs --suite");
-    Suite s;
-    SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{a.get("--expect-suite-hash"), 0}, &s));
-    std::unique_ptr<Operand> ref;
-    SLUICE_TRY(open_operand(a, refp, verify, &ref));
-    o.keep_tokens = a.has("--tokens");
-    SLUICE_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
-    CompareResult r;
-    Status st = run_compare(s, *ref, *cand, o, &r);
-    for (auto& w : r.warnings) e << "warning: " << w << "\n";
-    if (!r.receipt.is_null()) {
-        // The per-window lines (festr2's stdout) only with --json; otherwise
-        // a summary table: the totals, then one row per domain.
-        if (a.has("--json"))
-            for (const auto& w : r.receipt["per_window"]) out << w.dump() << "\n";
-        out << r.text;
-        if (!a.has("--json") && r.receipt.contains("domains") && r.receipt["domains"].is_object()) {
-            const json* sd = r.receipt.contains("sluice") ? &r.receipt["sluice"] : nullptr;
-            char row[256];
-            std::snprintf(row, sizeof row, "%-16s %8s %14s %28s %9s\n", "domain", "windows", "mean KL", "95% CI", "top-1");
-            out << row;
-            for (const auto& [d, b] : r.receipt["domains"].items()) {
-                const json* x = sd && sd->contains("domains") && (*sd)["domains"].contains(d) ? &(*sd)["domains"][d] : nullptr;
-                std::snprintf(row, sizeof row, "%-16s %8lld %14.6g [%12.6g, %12.6g] %8.3f%%\n", d.c_str(),
-                              x ? (long long)x->value("windows", int64_t(0)) : 0LL, b.value("estimate", 0.0),
-                              b.value("ci95_low", 0.0), b.value("ci95_high", 0.0), x ? 100 * x->value("top1", 0.0) : 0.0);
-                out << row;
-            }
-        }
-        SLUICE_TRY(write_receipt(a, r.receipt));
-        if (st.is_ok() && a.has("--tokens")) SLUICE_TRY(write_token_sidecar(r, a.get("--tokens")));
-    }
-    return st;
-}
+    std::vector<std::string> inspect_files;
+    auto* inspect = app.add_subcommand("inspect", "safetensors / .kld header, metadata, BF16-exactness scan");
+    inspect->add_option("files", inspect_files, "files to describe")->required();
 
-Status cmd_report(const Args& a, std::ostream& out) {
-    if (!a.has("--receipts") || a.kv.at("--receipts").empty())
-        return err(Code::usage, "report needs --receipts A.json [B.json ...]");
-    if (a.get("--out").empty()) return err(Code::usage, "report needs --out REPORT.html");
-    if (!a.pos.empty()) return err(Code::usage, "report: unexpected argument '" + a.pos[0] + "'");
-    const auto& rs = a.kv.at("--receipts");
-    std::vector<std::string> toks, labels;
-    if (a.has("--tokens")) toks = a.kv.at("--tokens");
-    if (a.has("--labels")) labels = a.kv.at("--labels");
-    if (!toks.empty() && toks.size() != rs.size())
-        return err(Code::usage, "--tokens: " + std::to_string(toks.size()) + " sidecars for " + std::to_string(rs.size()) +
-                                    " receipts (one per receipt, in the same order; '-' for none)");
-    if (!labels.empty() && labels.size() != rs.size())
-        return err(Code::usage, "--labels: " + std::to_string(labels.size()) + " names for " + std::to_string(rs.size()) +
-                                    " receipts");
-    std::vector<ReportInput> in;
-    for (size_t i = 0; i < rs.size(); ++i) {
-        ReportInput x;
-        x.receipt = rs[i];
-        if (!toks.empty() && toks[i] != "-") x.tokens = toks[i];
-        if (!labels.empty()) x.label = labels[i];
-        in.push_back(x);
-    }
-    ReportOptions ro;
-    ro.title = a.get("--title");
-    SLUICE_TRY(to_double(a, "--hist-min", 1e-8, &ro.hist.lo));
-    SLUICE_TRY(to_double(a, "--hist-max", 10, &ro.hist.hi));
-    // Neither given: the range follows the data (the fixed 1e-8..10 left
-    // most of the chart empty when the data sat in 1e-2..1).
-    ro.hist.auto_range = !a.has("--hist-min") && !a.has("--hist-max");
-    int64_t bpd;
-    SLUICE_TRY(to_int64(a, "--bins-per-decade", 4, &bpd));
-    if (bpd < 1 || bpd > 100) return err(Code::usage, "--bins-per-decade: 1 to 100");
-    ro.hist.bins_per_decade = int(bpd);
-    Report rep;
-    SLUICE_TRY(build_report(in, ro, &rep));
-    const std::string html = report_html(rep);
-    const std::string outp = a.get("--out");
-    SLUICE_TRY(write_file_atomic(outp, html));
-    if (a.has("--json")) {
-        Status st = write_file_atomic(a.get("--json"), dump_py(report_json(rep), true));
-        if (!st.is_ok()) {
-            std::remove(outp.c_str());  // all outputs or none
-            return st;
-        }
-    }
-    out << report_text(rep);
-    out << "report written to " << outp << "\n";
-    return {};
-}
+    CaptureArgs ca;
+    auto* capture = app.add_subcommand("capture", "write reference logits of a model over a suite");
+    capture->option_defaults()->always_capture_default();
+    capture->add_option("--model", ca.model, "container to run")->required();
+    capture->add_option("--suite", ca.suite, "suite directory")->required();
+    capture->add_option("--out", ca.out, "capture directory (resumed: verified windows are skipped)")->required();
+    add_selection(capture, &ca.sel);
+    add_progress(capture, &ca.progress);
+    capture->add_option("--align", ca.align, "tensor data alignment in the files")->check(CLI::IsMember({8, 4096}));
+    capture->add_option("--chunk", ca.chunk, "tokens per engine call")->check(CLI::Range(1, 1 << 20));
+    capture->add_option("--run-name", ca.run_name, "recorded in the manifest");
+    capture->add_option("--threads", ca.threads, "engine threads (0: automatic)")->check(CLI::Range(0, 4096));
+    capture->footer(kSelFooter);
 
-int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h);
+    CompareArgs cc;
+    CompareOnlyArgs co;
+    auto* compare = app.add_subcommand(
+        "compare", "KL(reference || candidate) over a suite, or against a llama.cpp .kld file (--reference BASE.kld)");
+    compare->option_defaults()->always_capture_default();
+    compare->add_option("--suite", cc.suite, "suite directory (not with a .kld reference)");
+    compare->add_option("--reference", cc.reference, "reference capture directory, or a llama.cpp BASE.kld")->required();
+    compare->add_option("--candidate", co.candidate, "candidate capture directory");
+    compare->add_option("--model", co.model, "candidate container, run in-process (no candidate files)");
+    compare->add_option("--expect-suite-hash", co.expect_suite_hash, "refuse unless the suite hash is this");
+    compare->add_option("--tokens", co.tokens, "write the per-token KL sidecar (for report --tokens)");
+    add_compare_options(compare, &cc);
+    compare->footer(std::string("stdout: the totals and a per-domain table; with --json, first the per-window JSON "
+                                "lines.\n") + kSelFooter + "\n" + kProgressFooter);
+
+    CompareArgs pc;
+    PairedArgs pa;
+    auto* paired = app.add_subcommand("paired", "candidate A against candidate B on the same windows (KLD.md §7.6)");
+    paired->option_defaults()->always_capture_default();
+    paired->add_option("--suite", pc.suite, "suite directory");
+    paired->add_option("--reference", pc.reference, "reference capture directory");
+    paired->add_option("--a", pa.a, "candidate A capture directory");
+    paired->add_option("--b", pa.b, "candidate B capture directory");
+    paired->add_option("--receipts", pa.receipts, "A.json B.json: two compare receipts instead of captures");
+    auto* nd = paired->add_option("--noise-diff", pa.noise_diff, "differences below this are noise (default: "
+                                                                 "from --noise, else 0.004)");
+    auto* tt = paired->add_option("--tie-tolerance", pa.tie_tolerance, "per-window differences within this are ties");
+    add_compare_options(paired, &pc);
+    paired->footer(std::string(kSelFooter) + "\n" + kProgressFooter);
+
+    CompareArgs nc;
+    NoiseArgs na;
+    auto* noise = app.add_subcommand("noise", "the repeat-noise floor of two or more captures of one model (§7.7)");
+    noise->option_defaults()->always_capture_default();
+    noise->add_option("--suite", nc.suite, "suite directory")->required();
+    noise->add_option("--runs", na.runs, "RUN1 RUN2 [RUN...]: capture directories of the same model")->required();
+    noise->add_option("--reference", nc.reference, "also compare each run against this reference");
+    add_compare_options(noise, &nc);
+    noise->footer(std::string(kSelFooter) + "\n" + kProgressFooter);
+
+    ExportArgs ea;
+    auto* exp = app.add_subcommand("export-kld", "write a reference as a llama.cpp .kld file");
+    exp->option_defaults()->always_capture_default();
+    exp->add_option("--suite", ea.suite, "suite directory")->required();
+    exp->add_option("--reference", ea.reference, "reference capture directory")->required();
+    exp->add_option("--out", ea.out, "BASE.kld to write")->required();
+    add_selection(exp, &ea.sel);
+    add_io(exp, &ea.io);
+    add_verify(exp, &ea.verify_hashes);
+    exp->footer(kSelFooter);
+
+    ReportArgs ra;
+    auto* report = app.add_subcommand("report", "rank compare receipts in one HTML page (and JSON)");
+    report->option_defaults()->always_capture_default();
+    report->add_option("--receipts", ra.receipts, "A.json [B.json ...]: compare receipts")->required();
+    report->add_option("--out", ra.out, "REPORT.html to write")->required();
+    report->add_option("--tokens", ra.tokens, "one per-token sidecar per receipt, in order ('-' for none)");
+    report->add_option("--labels", ra.labels, "one name per receipt, in order");
+    report->add_option("--json", ra.json_out, "also write the report as JSON");
+    report->add_option("--title", ra.title, "page title");
+    auto* hmin = report->add_option("--hist-min", ra.hist_min, "histogram low edge (neither: the data's decades)");
+    auto* hmax = report->add_option("--hist-max", ra.hist_max, "histogram high edge (neither: the data's decades)");
+    report->add_option("--bins-per-decade", ra.bins_per_decade, "histogram bins per decade")->check(CLI::Range(1, 100));
+
+    // `sluice kld help [COMMAND]`: the same as --help.
+    if (argc >= 2 && std::string(argv[1]) == "help") {
+        CLI::App* sub = nullptr;
+        try {
+            if (argc >= 3) sub = app.get_subcommand(argv[2]);
+        } catch (const CLI::Error&) {  // not a command: the overview
+        }
+        out << (sub ? sub->help() : app.help());
+        return 0;
+    }
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& ex) {
+        return app.exit(ex, out, e);
+    } catch (const CLI::CallForAllHelp& ex) {
+        return app.exit(ex, out, e);
+    } catch (const CLI::ParseError& ex) {
+        // One line saying what is wrong, not the whole usage.
+        return finish(err(Code::usage, ex.what()), e);
+    }
+
+    const Io io{out, e, h};
+    Status st;
+    if (*make) {
+        collect_sources(make, &mk);
+        st = cmd_suite_make(mk, io);
+    } else if (*verify) {
+        st = cmd_suite_verify(vf, io);
+    } else if (*inspect) {
+        st = cmd_inspect(inspect_files, io);
+    } else if (*capture) {
+        st = cmd_capture(ca, io);
+    } else if (*compare) {
+        cc.torch_lanes_given = compare->count("--torch-lanes") > 0;
+        st = cmd_compare(cc, co, io);
+    } else if (*paired) {
+        pc.torch_lanes_given = paired->count("--torch-lanes") > 0;
+        pa.noise_diff_given = nd->count() > 0;
+        pa.tie_tolerance_given = tt->count() > 0;
+        st = cmd_paired(pc, pa, io);
+    } else if (*noise) {
+        nc.torch_lanes_given = noise->count("--torch-lanes") > 0;
+        st = cmd_noise(nc, na, io);
+    } else if (*exp) {
+        st = cmd_export(ea, io);
+    } else if (*report) {
+        ra.hist_given = hmin->count() > 0 || hmax->count() > 0;
+        st = cmd_report(ra, io);
+    }
+    return finish(st, e);
+}
 
 }  // namespace
 
@@ -430,154 +288,5 @@ int main_kld(int argc, char** argv, std::ostream& out, std::ostream& e, const Kl
         return finish(err(Code::format, std::string("malformed input: ") + ex.what()), e);
     }
 }
-
-namespace {
-
-int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
-    if (argc < 2) {
-        e << kUsage;
-        return 2;
-    }
-    const std::string cmd = argv[1];
-    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
-        out << kUsage;
-        return 0;
-    }
-    // `sluice kld suite make --help` and the like: the options, exit 0.
-    for (int i = 2; i < argc; ++i)
-        if (std::string(argv[i]) == "--help" || std::string(argv[i]) == "-h") {
-            out << kUsage;
-            return 0;
-        }
-    if (cmd == "suite") {
-        Status st = cmd_suite(argc, argv, out, h);
-        const int rc = finish(st, e);
-        if (code_of(st) == Code::usage) e << kUsageHint;
-        return rc;
-    }
-    Args a = cmd == "report" ? parse(argc, argv, 2, kFlags, {"--receipts", "--tokens", "--labels"})
-                             : parse(argc, argv, 2, kFlags, {"--runs", "--receipts"});
-    if (!a.bad.empty()) return finish(err(Code::usage, a.bad), e);
-    Status st;
-    if (cmd == "inspect") {
-        st = cmd_inspect(a, out);
-    } else if (cmd == "compare") {
-        st = cmd_compare(a, out, e, h);
-    } else if (cmd == "capture") {
-        st = [&]() -> Status {
-            if (!a.has("--model") || !a.has("--suite") || !a.has("--out"))
-                return err(Code::usage, "capture needs --model, --suite and --out");
-            if (!h.open_engine) return err(Code::usage, "--model: this build has no engine hook");
-            WindowSel sel;
-            SLUICE_TRY(selection(a, &sel));
-            Suite s;
-            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
-            std::vector<int> pos;
-            SLUICE_TRY(select_windows(s, sel, &pos));
-            int64_t v;
-            CaptureOptions co;
-            SLUICE_TRY(to_int64(a, "--align", 8, &v));
-            co.align = size_t(v);
-            if (co.align != 8 && co.align != 4096) return err(Code::usage, "--align: 8 or 4096");
-            SLUICE_TRY(to_int64(a, "--chunk", 256, &v));
-            co.chunk_rows = int(v);
-            co.run_name = a.get("--run-name");
-            SLUICE_TRY(progress_fn(a, h, e, &co.progress, &co.progress_interval_s));
-            SLUICE_TRY(to_int64(a, "--threads", 0, &v));
-            std::unique_ptr<LogitsEngine> eng;
-            SLUICE_TRY(h.open_engine(a.get("--model"), int(v), &eng));
-            CaptureReport rep;
-            SLUICE_TRY(capture(eng.get(), s, pos, a.get("--out"), co, &rep));
-            out << "captured " << rep.captured.size() << " windows (" << rep.bytes_written << " bytes), skipped "
-                << rep.skipped.size() << " already verified\n";
-            return {};
-        }();
-    } else if (cmd == "paired") {
-        st = [&]() -> Status {
-            PairedOptions po;
-            SLUICE_TRY(compare_opts(a, &po.cmp));
-            po.cmp.keep_tokens = true;
-            SLUICE_TRY(progress_fn(a, h, e, &po.cmp.progress, &po.cmp.progress_interval_s));
-            if (a.has("--noise-diff")) SLUICE_TRY(to_double(a, "--noise-diff", po.noise_diff, &po.noise_diff));
-            if (a.has("--tie-tolerance")) SLUICE_TRY(to_double(a, "--tie-tolerance", po.tie_tolerance, &po.tie_tolerance));
-            json r;
-            std::string text;
-            if (a.has("--receipts")) {
-                const auto& rs = a.kv.at("--receipts");
-                if (rs.size() != 2) return err(Code::usage, "--receipts A.json B.json");
-                json ra, rb;
-                std::string t;
-                SLUICE_TRY(read_file(rs[0], &t));
-                SLUICE_TRY(parse_json(t, rs[0], &ra));
-                SLUICE_TRY(read_file(rs[1], &t));
-                SLUICE_TRY(parse_json(t, rs[1], &rb));
-                SLUICE_TRY(run_paired_receipts(ra, rb, po, &r, &text));
-            } else {
-                if (!a.has("--suite") || !a.has("--reference") || !a.has("--a") || !a.has("--b"))
-                    return err(Code::usage, "paired needs --suite, --reference, --a and --b");
-                const bool verify = a.get("--verify-hashes", "on") != "off";
-                Suite s;
-                SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
-                std::unique_ptr<Operand> ref, ca, cb;
-                SLUICE_TRY(open_operand(a, a.get("--reference"), verify, &ref));
-                SLUICE_TRY(open_operand(a, a.get("--a"), verify, &ca));
-                SLUICE_TRY(open_operand(a, a.get("--b"), verify, &cb));
-                SLUICE_TRY(run_paired(s, *ref, *ca, *cb, po, &r, &text));
-            }
-            out << text;
-            return write_receipt(a, r);
-        }();
-    } else if (cmd == "noise") {
-        st = [&]() -> Status {
-            CompareOptions o;
-            SLUICE_TRY(compare_opts(a, &o));
-            o.keep_tokens = true;
-            SLUICE_TRY(progress_fn(a, h, e, &o.progress, &o.progress_interval_s));
-            if (!a.has("--suite") || !a.has("--runs")) return err(Code::usage, "noise needs --suite and --runs");
-            const bool verify = a.get("--verify-hashes", "on") != "off";
-            Suite s;
-            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
-            std::vector<std::unique_ptr<Operand>> runs;
-            std::vector<Operand*> rp;
-            for (const auto& p : a.kv.at("--runs")) {
-                runs.emplace_back();
-                SLUICE_TRY(open_operand(a, p, verify, &runs.back()));
-                rp.push_back(runs.back().get());
-            }
-            std::unique_ptr<Operand> ref;
-            if (a.has("--reference")) SLUICE_TRY(open_operand(a, a.get("--reference"), verify, &ref));
-            json r;
-            std::string text;
-            SLUICE_TRY(run_noise(s, rp, ref.get(), o, &r, &text));
-            out << text;
-            return write_receipt(a, r);
-        }();
-    } else if (cmd == "report") {
-        st = cmd_report(a, out);
-    } else if (cmd == "export-kld") {
-        st = [&]() -> Status {
-            if (!a.has("--suite") || !a.has("--reference") || !a.has("--out"))
-                return err(Code::usage, "export-kld needs --suite, --reference and --out");
-            KldWriteOptions ko;
-            SLUICE_TRY(selection(a, &ko.sel));
-            Suite s;
-            SLUICE_TRY(load_suite(a.get("--suite"), SuiteCheck{}, &s));
-            std::unique_ptr<Operand> ref;
-            SLUICE_TRY(open_operand(a, a.get("--reference"), a.get("--verify-hashes", "on") != "off", &ref));
-            std::string warn;
-            SLUICE_TRY(export_kld(s, *ref, ko, a.get("--out"), &warn));
-            e << "warning: " << warn << "\n";
-            out << "wrote " << a.get("--out") << "\n";
-            return {};
-        }();
-    } else {
-        st = err(Code::usage, "unknown command '" + cmd + "'");
-    }
-    const int rc = finish(st, e);
-    if (code_of(st) == Code::usage) e << kUsageHint;
-    return rc;
-}
-
-}  // namespace
 
 }  // namespace sluice::kld

@@ -21,38 +21,29 @@ namespace sluice::kld {
 namespace fs = std::filesystem;
 
 Status err(Code c, std::string msg) {
-    sluice_status s = SLUICE_E_STATE;  // engine: the engine failed mid-run
     switch (c) {
         case Code::ok: return {};
-        case Code::usage: s = SLUICE_E_ARG; break;
-        case Code::identity: s = SLUICE_E_ARG; break;  // operands that do not belong together
-        case Code::format: s = SLUICE_E_FORMAT; break;
-        case Code::io: s = SLUICE_E_IO; break;
-        case Code::nonfinite: s = SLUICE_E_FORMAT; break;
-        case Code::resource: s = SLUICE_E_NOMEM; break;
+        case Code::usage: return {SLUICE_E_ARG, std::move(msg)};
+        case Code::identity: return {SLUICE_E_UNSUPPORTED, std::move(msg)};
+        case Code::format: return {SLUICE_E_FORMAT, std::move(msg)};
+        case Code::io: return {SLUICE_E_IO, std::move(msg)};
+        case Code::nonfinite: return {SLUICE_E_RANGE, std::move(msg)};
+        case Code::resource: return {SLUICE_E_NOMEM, std::move(msg)};
         case Code::engine: break;
     }
-    return Status(s, std::move(msg), static_cast<int>(c));
+    return {SLUICE_E_STATE, std::move(msg)};
 }
 
 Code code_of(const Status& s) {
-    if (s.is_ok()) return Code::ok;
-    switch (s.detail()) {
-        case 2: return Code::usage;
-        case 3: return Code::identity;
-        case 4: return Code::format;
-        case 5: return Code::io;
-        case 6: return Code::nonfinite;
-        case 7: return Code::resource;
-        case 8: return Code::engine;
-        default: break;
-    }
     switch (s.code()) {
+        case SLUICE_OK: return Code::ok;
         case SLUICE_E_ARG: return Code::usage;
-        case SLUICE_E_IO: return Code::io;
+        case SLUICE_E_UNSUPPORTED: return Code::identity;
         case SLUICE_E_FORMAT: return Code::format;
+        case SLUICE_E_IO: return Code::io;
+        case SLUICE_E_RANGE: return Code::nonfinite;
         case SLUICE_E_NOMEM: return Code::resource;
-        default: return Code::engine;
+        default: return Code::engine;  // STATE, BUSY: the engine could not run
     }
 }
 

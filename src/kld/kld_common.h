@@ -20,25 +20,32 @@ using json = nlohmann::json;
 // is not wanted (safetensors headers, which must list dtype/shape/offsets).
 using ojson = nlohmann::ordered_json;
 
-// The failure categories of KLD.md §7.9, each with its own exit code. A
-// kld error is a sluice::Status whose detail() holds the category, so the
-// CLI maps a library error to its exit code without string matching.
+// The failure categories of KLD.md §7.9, each with its own exit code. A kld
+// error is a sluice::Status; each category has its own sluice_status code,
+// so the CLI maps a library error to its exit code without string matching:
+//   usage     SLUICE_E_ARG          a bad option or option value
+//   identity  SLUICE_E_UNSUPPORTED  operands of different experiments (suite
+//                                   or token hash, vocab, shape, window set)
+//   format    SLUICE_E_FORMAT       malformed file or manifest
+//   io        SLUICE_E_IO           missing/unreadable/short file
+//   nonfinite SLUICE_E_RANGE        NaN or +inf in an operand
+//   resource  SLUICE_E_NOMEM        RAM or disk plan over the cap
+//   engine    SLUICE_E_STATE        the inference engine callback failed
 enum class Code : int {
     ok = 0,
     usage = 2,
-    identity = 3,   // suite/token hash, vocab, shape, window-set mismatch
-    format = 4,     // malformed file or manifest
-    io = 5,         // missing/unreadable/short file
-    nonfinite = 6,  // NaN or +inf in an operand
-    resource = 7,   // RAM or disk plan over the cap
-    engine = 8,     // the inference engine callback failed
+    identity = 3,
+    format = 4,
+    io = 5,
+    nonfinite = 6,
+    resource = 7,
+    engine = 8,
 };
 
-// A failed Status of category c (its sluice_status is the nearest one).
-// Library code returns these; it never prints or exits.
+// A failed Status of category c. Library code returns these; it never
+// prints or exits.
 Status err(Code c, std::string msg);
-// The category of s: its detail when err() made it, otherwise derived from
-// code() (a Status from the engine hook or another module).
+// The category of s (a Status from the engine hook included).
 Code code_of(const Status& s);
 const char* code_name(Code c);
 inline int exit_code(const Status& s) { return static_cast<int>(code_of(s)); }

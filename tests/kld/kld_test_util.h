@@ -27,6 +27,7 @@
 namespace kt {
 
 using namespace sluice::kld;
+using sluice::Status;
 namespace fs = std::filesystem;
 
 // Scratch directories are removed when the test binary exits (set

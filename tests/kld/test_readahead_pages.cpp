@@ -1,4 +1,4 @@
-// The KLD operand reader (src/eval/readahead) under a forced 16 KiB page
+// The KLD operand reader (src/kld/io/readahead) under a forced 16 KiB page
 // size: O_DIRECT offsets, lengths and buffers follow platform::io_align()
 // instead of an assumed 4 KiB, and the bytes read are the file's.
 #include <gtest/gtest.h>
@@ -14,6 +14,7 @@
 #include "format/platform_io.h"
 
 using namespace sluice::kld;
+using sluice::Status;
 namespace platform = sluice::platform;
 
 TEST(KldReadAhead, SixteenKiBPagesReadTheExactBytes) {
