@@ -828,14 +828,14 @@ int main(int argc, char **argv) {
                                 cfg.vision = vision ? 1 : 0;
                                 return open_or_report(m, cfg, common);
                             },
-                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }};
+                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }, {}, {}};
     hooks.open_metadata = [&](const std::string &m) { return open_metadata(m, common); };
     hooks.quiet = [&] { return common.quiet; };
     auto text_cmds = sluice::add_text_commands(app, hooks);
 
     sluice::TextHooks ppl_hooks{[&](CLI::App *sc) { add_common(sc, &common); },
                                 [&](const std::string &m, bool) { return open_or_report(m, to_config(common), common); },
-                                print_stats, nullptr};
+                                print_stats, nullptr, {}, {}};
     ppl_hooks.quiet = [&] { return common.quiet; };
     auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
     sluice::TextHooks bench_hooks = ppl_hooks;

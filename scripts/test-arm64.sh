@@ -41,7 +41,7 @@ fi
 mkdir -p "$BUILD_DIR"
 DEPS="$(cd "$BUILD_DIR" && pwd)/deps"
 PKGS="libssl-dev libssl3 zlib1g-dev zlib1g libutf8proc-dev libutf8proc2 libgtest-dev libgmock-dev
-      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libstb-dev"
+      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libstb-dev libcli11-dev"
 stamp="$DEPS/.stamp"  # the package list, and the layout version below
 LAYOUT=2
 if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
@@ -71,7 +71,8 @@ if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
 fi
 
 # --- cross build -----------------------------------------------------------
-# Only the folders whose tests run here; the server needs cpp-httplib, and
+# Only the folders whose tests run here (kld_fast_tests drives cli/kld, hence
+# libcli11-dev above, header-only); the server needs cpp-httplib, and
 # text/fullscale/oracle drive the x86 CLI or Python against it.
 launcher=()
 if command -v ccache >/dev/null 2>&1; then

@@ -59,7 +59,10 @@ Status check_tensor_file(StFile& f, int64_t rows, int64_t V, const std::string& 
         return err(Code::format, P + ": 'logits' dtype " + t->dtype + " is not F32, BF16 or F16");
     if (t->shape.size() != 2 || int64_t(t->shape[0]) != rows || int64_t(t->shape[1]) != V) {
         std::string got = "[";
-        for (size_t i = 0; i < t->shape.size(); ++i) got += (i ? "," : "") + std::to_string(t->shape[i]);
+        for (size_t i = 0; i < t->shape.size(); ++i) {  // not (i ? "," : "") + ...: GCC 12's false -Wrestrict
+            if (i) got += ',';
+            got += std::to_string(t->shape[i]);
+        }
         return err(Code::identity, P + ": 'logits' shape expected [" + std::to_string(rows) + "," + std::to_string(V) +
                                        "], found " + got + "]");
     }
