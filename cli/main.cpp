@@ -718,7 +718,8 @@ int cmd_verify(VerifyArgs &a) {
 }
 
 int main(int argc, char **argv) {
-    // `kld` has its own argument grammar (KLD.md §7.2); `sluice kld help`.
+    // `kld` parses its own options (cli/kld/kld_main.cpp, CLI11 too), so the
+    // KLD tests drive the same front end in-process; `sluice kld help`.
     if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
@@ -827,14 +828,14 @@ int main(int argc, char **argv) {
                                 cfg.vision = vision ? 1 : 0;
                                 return open_or_report(m, cfg, common);
                             },
-                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }, nullptr, nullptr};
+                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }, {}, {}};
     hooks.open_metadata = [&](const std::string &m) { return open_metadata(m, common); };
     hooks.quiet = [&] { return common.quiet; };
     auto text_cmds = sluice::add_text_commands(app, hooks);
 
     sluice::TextHooks ppl_hooks{[&](CLI::App *sc) { add_common(sc, &common); },
                                 [&](const std::string &m, bool) { return open_or_report(m, to_config(common), common); },
-                                print_stats, nullptr, nullptr, nullptr};
+                                print_stats, nullptr, {}, {}};
     ppl_hooks.quiet = [&] { return common.quiet; };
     auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
     sluice::TextHooks bench_hooks = ppl_hooks;

@@ -37,8 +37,8 @@ declare -A SRC=(
     src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
-  [fuzz_llamakld]="src/eval/llamakld.cpp src/eval/suite.cpp src/eval/kld_common.cpp $FILE_IO $SHA256"
-  [fuzz_suite]="src/eval/suite.cpp src/eval/kld_common.cpp $FILE_IO $SHA256"
+  [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
+  [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
   fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite"
@@ -65,7 +65,7 @@ HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_conta
   done
   # llamakld.cpp's RowStream typeinfo lives with the candidate readers
   # (operand.cpp and what it pulls in); UBSan's vptr check would link them all.
-  echo "$OUT/obj/src/eval/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  echo "$OUT/obj/src/kld/io/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
   # The SHA-extensions block code (called only when CPUID reports them).
   echo "$OUT/obj/src/common/sha256_ni.o: CXXFLAGS += -msha -msse4.1 -mssse3"
   echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"

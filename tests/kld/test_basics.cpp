@@ -29,14 +29,90 @@ TEST(KldBasics, PythonJsonText) {
     EXPECT_EQ(read_text(d + "/py.txt"), dump_py(j));
 }
 
-// The safetensors reader and writer, and the half conversions: tested
-// once for every user in tests/unit/safetensors_test.cpp.
+TEST(KldBasics, SafetensorsRoundTripAndPadding) {
+    const std::string d = tmpdir("st");
+    std::vector<float> a = {1.f, -2.f, 3.5f, 0.f, 7.f, -INFINITY};
+    std::vector<uint8_t> u = {1, 2, 3};
+    for (size_t align : {size_t(8), size_t(4096)}) {
+        const std::string p = d + "/t" + std::to_string(align) + ".safetensors";
+        std::string sha;
+        uint64_t size = 0;
+        ASSERT_TRUE(write_safetensors(p, {{"z", "1"}, {"a", "2"}}, {{"logits", "F32", {2, 3}, a.data()}, {"u", "U8", {3}, u.data()}},
+                                      align, &sha, &size).is_ok());
+        StFile f;
+        Status st = f.open(p);
+        ASSERT_TRUE(st.is_ok()) << st.message();
+        EXPECT_EQ(f.data_start() % align, 0u);
+        EXPECT_EQ(f.metadata().at("a"), "2");
+        const TensorInfo* t = f.find("logits");
+        ASSERT_NE(t, nullptr);
+        std::vector<float> back(6);
+        ASSERT_TRUE(f.read_rows_f32(*t, 0, 2, back.data()).is_ok());
+        EXPECT_EQ(std::memcmp(back.data(), a.data(), 24), 0);
+        std::string h2;
+        ASSERT_TRUE(sha256_file(p, &h2).is_ok());
+        EXPECT_EQ(sha, h2);
+        EXPECT_FALSE(file_exists(p + ".tmp"));
+    }
+}
+
+TEST(KldBasics, SafetensorsFestr2HeaderSizes) {
+    // §1.9: the festr2 writer's header is 328 bytes for windows 0-23 and 336
+    // for 24-31; ours emits the same compact JSON and padding.
+    const std::string h64(64, 'a');
+    auto hdr = [&](int idx, const std::string& dom) {
+        std::map<std::string, std::string> m = {{"format", "kimi-k3-kld-reference-v1"}, {"window_index", std::to_string(idx)},
+                                                {"domain", dom}, {"context_length", "2048"}, {"vocab_size", "163840"},
+                                                {"dtype", "float32"}, {"token_ids_json_sha256", h64}};
+        return safetensors_header(m, {{"logits", "F32", {2047, 163840}, nullptr}}).size();
+    };
+    EXPECT_EQ(hdr(7, "prose"), 328u);
+    EXPECT_EQ(hdr(23, "code"), 328u);
+    EXPECT_EQ(hdr(31, "instruction"), 336u);
+    const uint64_t total = 24 * (8 + 328 + 1341521920ull) + 8 * (8 + 336 + 1341521920ull);
+    std::printf("festr2 payload rebuilt from our headers: %llu bytes\n", (unsigned long long)total);
+    EXPECT_EQ(total, 42928712256ull);
+}
+
+TEST(KldBasics, SafetensorsReaderRefusals) {
+    const std::string d = tmpdir("st-bad");
+    auto make = [&](const std::string& name, const std::string& header, size_t data) {
+        std::string s(8, '\0');
+        uint64_t n = header.size();
+        std::memcpy(s.data(), &n, 8);
+        s += header;
+        s.append(data, '\0');
+        write_text(d + "/" + name, s);
+        StFile f;
+        return f.open(d + "/" + name);
+    };
+    EXPECT_EQ(code_of(make("short", "", 0)), Code::format);
+    EXPECT_EQ(code_of(make("notobj", "[1]", 0)), Code::format);
+    EXPECT_EQ(code_of(make("baddtype", R"({"x":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("badsize", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("gap", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)), Code::format);
+    EXPECT_EQ(code_of(make("trail", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5)), Code::format);
+    EXPECT_EQ(code_of(make("dup", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("meta", R"({"__metadata__":{"a":1}})", 0)), Code::format);
+    Status ok = make("ok", R"(  {"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}   )", 4);
+    EXPECT_TRUE(ok.is_ok()) << ok.message();
+}
+
+TEST(KldBasics, HalfConversions) {
+    EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
+    EXPECT_EQ(f16_to_f32(0xc000), -2.0f);
+    EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+    EXPECT_TRUE(std::isinf(f16_to_f32(0x7c00)));
+    EXPECT_EQ(bf16_to_f32(0x3f80), 1.0f);
+    EXPECT_EQ(f32_to_bf16_rne(1.00390625f), 0x3f80);  // tie → even
+    EXPECT_EQ(f32_to_bf16_rne(1.01171875f), 0x3f82);  // tie → even (up)
+}
 
 TEST(KldBasics, WindowLists) {
     std::vector<int> w;
-    ASSERT_TRUE(parse_window_list("0-3,16,24-25,2", 32, &w).ok());
+    ASSERT_TRUE(parse_window_list("0-3,16,24-25,2", 32, &w).is_ok());
     EXPECT_EQ(w, (std::vector<int>{0, 1, 2, 3, 16, 24, 25}));
-    EXPECT_EQ(parse_window_list("40", 32, &w).code, Code::usage);
-    EXPECT_EQ(parse_window_list("3-1", 32, &w).code, Code::usage);
-    EXPECT_EQ(parse_window_list("a", 32, &w).code, Code::usage);
+    EXPECT_EQ(code_of(parse_window_list("40", 32, &w)), Code::usage);
+    EXPECT_EQ(code_of(parse_window_list("3-1", 32, &w)), Code::usage);
+    EXPECT_EQ(code_of(parse_window_list("a", 32, &w)), Code::usage);
 }

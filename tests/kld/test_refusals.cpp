@@ -1,5 +1,7 @@
 // §7.9 refusals: each with its distinct exit code and a message naming the
 // file/window/field.
+#include <algorithm>
+
 #include "kld_test_util.h"
 
 using namespace kt;
@@ -47,6 +49,84 @@ TEST(KldRefusals, Usage) {
     EXPECT_EQ(kld({"frobnicate"}, nullptr, &er), 2);
     EXPECT_EQ(cmp(rf().d + "/ref", &er, {"--compat", "festr2-v9"}), 2);
     EXPECT_EQ(kld({"compare", "--suite", "x", "--reference", "y", "--model", "m"}, nullptr, &er), 2);  // no engine hook
+}
+
+// Bad usage: exit 2, the reason on the first line, at most one hint line
+// after it (never the whole usage before the error).
+TEST(KldRefusals, UsageIsOneLine) {
+    const std::vector<std::vector<std::string>> bad = {
+        {},
+        {"frobnicate"},
+        {"suite"},
+        {"suite", "make", "--context", "64"},
+        {"compare", "--reference", "r", "--candidate", "c", "--windoes", "1"},
+        {"compare", "--reference", "r", "--candidate", "c", "--seed", "x"},
+        {"compare", "--reference", "r", "--candidate", "c", "--precision", "fp16"},
+        {"compare", "--reference", "r", "--candidate", "c", "--progress", "--no-progress"},
+        {"compare", "--reference", "r", "--candidate", "c", "--torch-lanes", "16"},
+        {"capture", "--suite", "s", "--out", "o"},
+        {"report", "--receipts", "a.json", "--out", "r.html", "stray"},
+        {"report", "--receipts", "a.json", "--out", "r.html", "--bins-per-decade", "0"},
+        {"paired", "--receipts", "a.json"},
+        {"inspect"},
+    };
+    for (const auto& args : bad) {
+        std::string out, er;
+        const int rc = kld(args, &out, &er);
+        std::string words;
+        for (const auto& a : args) words += " " + a;
+        EXPECT_EQ(rc, 2) << "kld" << words << ": " << er;
+        EXPECT_EQ(er.rfind("sluice kld: error (usage): ", 0), 0u) << "kld" << words << ": " << er;
+        EXPECT_LE(std::count(er.begin(), er.end(), '\n'), 2) << "kld" << words << ": " << er;
+        EXPECT_TRUE(out.empty()) << "kld" << words << ": " << out;
+    }
+}
+
+// --help on every subcommand: exit 0, the options with their defaults.
+TEST(KldRefusals, HelpShowsDefaults) {
+    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+        {{"--help"}, {"suite", "capture", "compare", "paired", "noise", "export-kld", "report", "inspect"}},
+        {{"help"}, {"compare", "report"}},
+        {{"help", "compare"}, {"--bootstrap-samples", "10000"}},
+        {{"suite", "make", "--help"}, {"NAME=FILE:W", "windows of --context T tokens", "2048", "--force"}},
+        {{"suite", "verify", "--help"}, {"--expect-suite-hash", "--vocab"}},
+        {{"compare", "--help"}, {"--bootstrap-samples", "10000", "--max-ram", "1073741824", "--json", "--progress"}},
+        {{"capture", "--help"}, {"--align", "--chunk", "256"}},
+        {{"paired", "--help"}, {"--receipts", "--noise-diff"}},
+        {{"noise", "--help"}, {"--runs"}},
+        {{"export-kld", "--help"}, {"--out"}},
+        {{"report", "--help"}, {"--hist-min", "--bins-per-decade", "4"}},
+    };
+    for (const auto& [args, want] : cases) {
+        std::string out, er;
+        const int rc = kld(args, &out, &er);
+        std::string words;
+        for (const auto& a : args) words += " " + a;
+        EXPECT_EQ(rc, 0) << "kld" << words << ": " << er;
+        for (const auto& w : want) EXPECT_NE(out.find(w), std::string::npos) << "kld" << words << " lacks " << w << ":\n" << out;
+    }
+}
+
+// suite make numbers windows in command-line order across --source and
+// --tokens-source (CLI11 keeps each option's values apart).
+TEST(KldRefusals, SuiteMakeKeepsSourceOrder) {
+    const std::string d = tmpdir("source-order");
+    std::string a, b;
+    for (int i = 0; i < 200; ++i) a += std::to_string(i % 50) + (i + 1 < 200 ? "," : "");
+    for (int i = 0; i < 200; ++i) b += std::to_string(50 + i % 50) + (i + 1 < 200 ? "," : "");
+    write_text(d + "/a.json", "[" + a + "]");
+    write_text(d + "/b.json", "[" + b + "]");
+    std::string out, er;
+    ASSERT_EQ(kld({"suite", "make", "--out", d + "/s", "--context", "16", "--tokens-source", "bee=" + d + "/b.json:2",
+                   "--tokens-source", "ay=" + d + "/a.json:1"},
+                  &out, &er),
+              0)
+        << er;
+    Suite s;
+    ASSERT_TRUE(load_suite(d + "/s", {}, &s).is_ok());
+    ASSERT_EQ(s.windows.size(), 3u);
+    EXPECT_EQ(s.windows[0].domain, "bee");
+    EXPECT_EQ(s.windows[2].domain, "ay");
 }
 
 TEST(KldRefusals, SuiteHashMismatch) {
