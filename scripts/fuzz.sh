@@ -22,6 +22,29 @@ if ! "$CXX" -fsanitize=fuzzer "$OUT/probe.cpp" -o "$OUT/probe" 2>/dev/null; then
   echo "SKIP: $CXX has no libFuzzer (Debian: apt-get install clang libclang-rt-dev or clang-14)"; exit 77
 fi
 
+# The engine fuzz_session opens: the model's arithmetic, kernels, store and
+# tower are trusted code fed by the parsers above, so they are built without
+# coverage (NOCOV below): coverage is spent on the state-file parser.
+ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
+  src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
+  src/runtime/memory_plan.cpp src/runtime/hotlist.cpp src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp
+  src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/runtime/cpu_list.cpp src/vision/config.cpp
+  src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
+  src/format/platform_io.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
+  src/format/expert_record.cpp src/common/sha256.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
+  src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp"
+case "$(uname -m)" in
+  x86_64) ENGINE+=" src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp" ;;
+  aarch64) ENGINE+=" src/quant/kernels_neon.cpp" ;;
+esac
+NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
+  src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
+  src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp src/runtime/route_trace.cpp src/runtime/read_queue.cpp
+  src/runtime/cpu_list.cpp src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp
+  src/quant/dispatch.cpp src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp
+  src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp src/quant/kernels_neon.cpp src/synth/synth.cpp
+  src/convert/trunk.cpp src/convert/vq.cpp"
+
 # harness: sources besides tests/fuzz/<harness>.cpp
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp"
@@ -38,15 +61,19 @@ declare -A SRC=(
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
   [fuzz_llamakld]="src/eval/llamakld.cpp src/eval/suite.cpp src/eval/kld_common.cpp"
   [fuzz_suite]="src/eval/suite.cpp src/eval/kld_common.cpp"
+  # Session state needs a whole engine (and the generator for its model).
+  [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
+    src/convert/vq.cpp src/convert/util.cpp src/convert/safetensors.cpp src/convert/hfconfig.cpp"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors_convert
-  fuzz_safetensors_kld fuzz_tokenizer fuzz_llamakld fuzz_suite"
+  fuzz_safetensors_kld fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"
 
 # The Makefile: one object per source (with -MMD header dependencies), one
 # link per harness.
 {
   echo "CXX := $CXX"
   echo "CXXFLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude -MMD -MP"
+  echo "NOCOVFLAGS := -std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude -MMD -MP"
   echo "LDFLAGS := -fsanitize=fuzzer,address,undefined -lcrypto -lutf8proc -lz -lpthread"
   echo ".PHONY: all"
   echo "all: $(for h in $HARNESSES; do printf '%s/%s ' "$OUT" "$h"; done)"
@@ -65,6 +92,11 @@ HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_conta
   # llamakld.cpp's RowStream typeinfo lives with the candidate readers
   # (operand.cpp and what it pulls in); UBSan's vptr check would link them all.
   echo "$OUT/obj/src/eval/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  for s in $NOCOV; do echo "$OUT/obj/${s%.cpp}.o: CXXFLAGS := \$(NOCOVFLAGS)"; done
+  # The ISA kernels take their instruction sets on these files only, as in CMake.
+  echo "$OUT/obj/src/quant/kernels_avx2.o: CXXFLAGS += -mavx2 -mfma"
+  echo "$OUT/obj/src/quant/kernels_avx512.o: CXXFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma"
+  echo "$OUT/obj/src/vision/stb_impl.o: CXXFLAGS += -I/usr/include/stb"
   echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"
 } > "$OUT/Makefile"
 make -s -f "$OUT/Makefile" -j"${FUZZ_JOBS:-2}" $(for h in ${ONLY:-$HARNESSES}; do printf '%s/%s ' "$OUT" "$h"; done)
@@ -78,6 +110,9 @@ for h in ${ONLY:-$HARNESSES}; do seed "$h" tests/fuzz/seeds/"${h#fuzz_}"/*; done
 F=../shared/fixtures
 seed fuzz_manifest $F/warp/*.waste/manifest.json
 seed fuzz_tokenizer $F/warp/*.waste/chat.json
+# Session states name their model's manifest hash: the harness writes its
+# seeds (saved sessions and cuts of them) at start-up into its corpus.
+export SLUICE_FUZZ_SESSION_SEEDS="$OUT/corpus-fuzz_session"
 # Fixture-derived multi-file seeds (tokenizer, container, expert record).
 if [ -d "$F/warp" ] && command -v python3 >/dev/null; then
   python3 tests/fuzz/fixture_seeds.py "$F" "$OUT" || echo "note: fixture seeds not made"
