@@ -53,6 +53,7 @@ def expect(name, needle, start, timeout=60):
     while time.time() < end:
         i = out.find(needle, start)
         if i >= 0:
+            print(f"ok   {name}")
             return i + len(needle)
         if not pump(0.2):
             break
