@@ -122,16 +122,16 @@ TEST(Session, DamagedBodyIsRefusedByLayerAndLeavesTheSession) {
     const size_t header = 120;  // the fixed header (magic .. manifest sha256)
     ASSERT_GT(good.size(), header + 8);
     const std::string bad = tmp_path("body-bad");
-    auto refused = [&](const std::string &bytes, const char *needle) {
+    auto refused = [&](const std::string &bytes, const char *needle) -> std::string {
         std::ofstream(bad, std::ios::binary | std::ios::trunc).write(bytes.data(), (std::streamsize)bytes.size());
         EXPECT_EQ(sluice_state_load(a, bad.c_str()), SLUICE_E_FORMAT);
         const std::string msg = sluice_last_error(a);
         EXPECT_NE(msg.find(needle), std::string::npos) << msg;
         EXPECT_NE(msg.find(bad), std::string::npos) << msg;
         EXPECT_EQ(sluice_n_past(a), 3);
-        ASSERT_EQ(sluice_eval(a, &next, 1, got.data()), SLUICE_OK);
+        EXPECT_EQ(sluice_eval(a, &next, 1, got.data()), SLUICE_OK);
         EXPECT_EQ(std::memcmp(ref.data(), got.data(), (size_t)V * 4), 0) << "a refused load changed the session";
-        ASSERT_EQ(sluice_state_load(a, path.c_str()), SLUICE_OK);
+        EXPECT_EQ(sluice_state_load(a, path.c_str()), SLUICE_OK);
         return msg;
     };
     int cuts = 0, poisoned = 0;
