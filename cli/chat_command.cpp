@@ -325,7 +325,7 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
     // the plain reads, byte for byte as before (the tests pipe their input).
     std::unique_ptr<LineEditor> editor;
     if (tty) {
-        editor = std::make_unique<LineEditor>(&g_interrupted);
+        editor = std::make_unique<LineEditor>();
         if (!editor->ok()) editor.reset();
     }
     std::string line;

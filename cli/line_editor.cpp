@@ -6,12 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <clocale>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <cwchar>
 #include <filesystem>
 
 namespace sluice {
@@ -20,9 +18,7 @@ struct LineEditor::Impl {
     EditLine *el = nullptr;
     History *hist = nullptr;
     HistEvent ev{};
-    volatile std::sig_atomic_t *interrupted = nullptr;
     std::string prompt, history_file, old_locale;
-    std::mbstate_t mb{};
 };
 
 namespace {
@@ -31,34 +27,6 @@ const char *prompt_of(EditLine *el) {
     LineEditor::Impl *im = nullptr;
     el_get(el, EL_CLIENTDATA, &im);
     return im ? im->prompt.c_str() : "";
-}
-
-// Our own character reader: libedit's retries a read that a signal
-// interrupted, so a Ctrl-C at the prompt would be swallowed and the chat
-// would not end. This one gives up (-1) once chat's SIGINT flag is set and
-// decodes the terminal's bytes in the current locale (UTF-8, see below).
-int read_char(EditLine *el, wchar_t *wc) {
-    LineEditor::Impl *im = nullptr;
-    el_get(el, EL_CLIENTDATA, &im);
-    for (;;) {
-        char b;
-        const ssize_t n = ::read(0, &b, 1);
-        if (n == 1) {
-            const size_t r = std::mbrtowc(wc, &b, 1, &im->mb);
-            if (r == (size_t)-2) continue;  // inside a multi-byte character
-            if (r == (size_t)-1) {          // an invalid byte: shown as U+FFFD, the line goes on
-                im->mb = std::mbstate_t{};
-                *wc = 0xFFFD;
-            }
-            return 1;
-        }
-        if (n == 0) return 0;
-        if (errno == EINTR) {
-            if (*im->interrupted) return -1;
-            continue;
-        }
-        return -1;
-    }
 }
 
 bool utf8_codeset() {
@@ -76,13 +44,12 @@ std::string chat_history_path() {
     return {};
 }
 
-LineEditor::LineEditor(volatile std::sig_atomic_t *interrupted) : impl_(std::make_unique<Impl>()) {
+LineEditor::LineEditor() : impl_(std::make_unique<Impl>()) {
     Impl &im = *impl_;
-    im.interrupted = interrupted;
-    // The model reads and writes UTF-8: libedit measures and decodes
-    // characters by LC_CTYPE, which is "C" (ASCII) until set, so accented
-    // or CJK input would be garbled. The user's locale if it is UTF-8,
-    // else C.UTF-8; restored on exit.
+    // The model reads and writes UTF-8, and libedit decodes input by
+    // LC_CTYPE, which is "C" until set: there it drops every non-ASCII
+    // character (typing "é!" returned "!"). The user's locale if it is
+    // UTF-8, else C.UTF-8; restored on exit.
     if (const char *cur = std::setlocale(LC_CTYPE, nullptr)) im.old_locale = cur;
     if (!std::setlocale(LC_CTYPE, "") || !utf8_codeset()) std::setlocale(LC_CTYPE, "C.UTF-8");
     im.el = el_init("sluice", stdin, stdout, stderr);
@@ -97,7 +64,6 @@ LineEditor::LineEditor(volatile std::sig_atomic_t *interrupted) : impl_(std::mak
     // keeps its own handler (Ctrl-C stops a reply, at the prompt ends chat).
     el_set(im.el, EL_SIGNAL, 0);
     el_set(im.el, EL_PROMPT, prompt_of);
-    el_set(im.el, EL_GETCFN, read_char);
     el_set(im.el, EL_HIST, history, im.hist);
     el_source(im.el, nullptr);  // the user's ~/.editrc, as other libedit programs read it
     // History across sessions when the state folder is writable; otherwise
@@ -141,7 +107,6 @@ const std::string &LineEditor::history_file() const { return impl_->history_file
 bool LineEditor::read_line(const char *prompt, std::string *line) {
     Impl &im = *impl_;
     im.prompt = prompt;
-    im.mb = std::mbstate_t{};
     int n = 0;
     const char *s = el_gets(im.el, &n);
     if (!s || n <= 0) {

@@ -4,7 +4,6 @@
 // and CLI are meant to be usable under permissive terms.
 // Used only when stdin is a terminal; piped input keeps chat's plain reads.
 #pragma once
-#include <csignal>
 #include <memory>
 #include <string>
 
@@ -12,9 +11,7 @@ namespace sluice {
 
 class LineEditor {
 public:
-    // interrupted: the flag chat's SIGINT handler sets; a read blocked at the
-    // prompt gives up as soon as it is set (see read_line).
-    explicit LineEditor(volatile std::sig_atomic_t *interrupted);
+    LineEditor();
     ~LineEditor();  // saves the history file, if any
     LineEditor(const LineEditor &) = delete;
     LineEditor &operator=(const LineEditor &) = delete;
@@ -22,7 +19,10 @@ public:
     // false when no editor could be set up (the caller reads plainly).
     bool ok() const;
     // Shows prompt and reads one line (without its newline). false at end
-    // of input or when interrupted (then *interrupted is set).
+    // of input, or when a signal interrupts the read: libedit's el_gets
+    // returns then (measured with 3.1-20221030: NULL, count -1, after one
+    // SIGINT whose handler has no SA_RESTART), so chat's Ctrl-C still ends
+    // the chat at the prompt.
     bool read_line(const char *prompt, std::string *line);
     // Adds a line to the history (kept in memory; saved on exit when the
     // history file is writable).

@@ -4,7 +4,8 @@ libedit, with chat's own Ctrl-C behaviour kept. Runs the real binary under a
 pseudo-terminal, as a user's shell would, and types at it:
   - an emacs edit (Ctrl-A, then a character inserted at the start) makes a
     command that runs;
-  - up-arrow recalls the previous line, which runs again;
+  - UTF-8 typed at the terminal arrives intact;
+  - up-arrow recalls an earlier line, which runs again;
   - Ctrl-C (the key, through the terminal's line discipline) during a reply
     stops the reply and the session goes on;
   - Ctrl-C at the prompt, where libedit holds the terminal, ends the chat
@@ -74,8 +75,12 @@ pos = expect("first prompt", b"> ", 0)
 type_(b"stats\x01/\r")
 pos = expect("edited line ran as /stats", b"conversation: 0 tokens", pos)
 pos = expect("prompt after /stats", b"> ", pos)
+# UTF-8 input reaches chat intact (libedit drops non-ASCII in the C locale).
+type_("/load /nonexistent/é\r".encode())
+pos = expect("UTF-8 input kept", "/nonexistent/é.json".encode(), pos)
+pos = expect("prompt after /load", b"> ", pos)
 # History: up-arrow recalls "/stats"; Enter runs it again.
-type_(b"\x1b[A\r")
+type_(b"\x1b[A\x1b[A\r")  # two lines back: past /load to /stats
 pos = expect("up-arrow recalled /stats", b"conversation: 0 tokens", pos)
 pos = expect("prompt after the recall", b"> ", pos)
 # A long reply, stopped with Ctrl-C once it has started.
