@@ -8,6 +8,7 @@ pseudo-terminal, as a user's shell would, and types at it:
   - up-arrow recalls an earlier line, which runs again;
   - Ctrl-C (the key, through the terminal's line discipline) during a reply
     stops the reply and the session goes on;
+  - a /load of a cut state file is refused and the conversation goes on;
   - Ctrl-C at the prompt, where libedit holds the terminal, ends the chat
     with exit 0;
   - the history is written to $XDG_STATE_HOME/sluice/chat_history.
@@ -99,6 +100,19 @@ if not alive:
     fails.append("chat ended at the first Ctrl-C")
 type_(b"/stats\r")
 pos = expect("the session goes on", b"2 messages", pos)
+pos = expect("prompt after /stats", b"> ", pos)
+# A refused state file keeps the conversation (the session is unchanged).
+saved = os.path.join(work, "s1")
+type_(f"/save {saved}\r".encode())
+pos = expect("/save", b"saved ", pos)
+pos = expect("prompt after /save", b"> ", pos)
+with open(saved, "r+b") as f:
+    f.truncate(os.path.getsize(saved) - 4)
+type_(f"/load {saved}\r".encode())
+pos = expect("a cut state file is refused by name", b"truncated: layer", pos)
+pos = expect("... and the conversation goes on", b"goes on", pos)
+type_(b"/stats\r")
+pos = expect("conversation kept after the refused /load", b"2 messages", pos)
 pos = expect("prompt before the last Ctrl-C", b"> ", pos)
 time.sleep(0.3)
 # Ctrl-C at the prompt, while libedit holds the terminal: exit 0.
