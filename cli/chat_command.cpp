@@ -1,4 +1,5 @@
-// sluice chat: a REPL over stdin (a terminal or a pipe).
+// sluice chat: a REPL over stdin (a terminal, with line editing and history,
+// or a pipe).
 //
 // The model's session holds every token of the conversation; each user line
 // feeds only what is new: the close of the previous assistant turn (the
@@ -17,11 +18,13 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "cli/images.h"
+#include "cli/line_editor.h"
 #include "common/output_path.h"
 #include "cli/text_gen.h"
 
@@ -244,8 +247,9 @@ struct Chat {
         }
         sluice_status st = sluice_state_load(ctx, path.c_str());
         if (st != SLUICE_OK) {
-            std::fprintf(stderr, "sluice chat: /load: %s; the conversation starts over\n", sluice_last_error(ctx));
-            reset();
+            // A refused state file leaves the session as it was (sluice.h;
+            // fuzz_session checks it), so the conversation can go on.
+            std::fprintf(stderr, "sluice chat: /load: %s; the conversation goes on\n", sluice_last_error(ctx));
             return false;
         }
         if ((size_t)sluice_n_past(ctx) != c.history.size()) {
@@ -318,18 +322,29 @@ int cmd_chat(ChatArgs &a, const TextHooks &h) {
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;  // no SA_RESTART: Ctrl-C at the prompt must interrupt the read
     sigaction(SIGINT, &sa, &old_sa);
+    // At a terminal: line editing and history (libedit). Piped input keeps
+    // the plain reads, byte for byte as before (the tests pipe their input).
+    std::unique_ptr<LineEditor> editor;
+    if (tty) {
+        editor = std::make_unique<LineEditor>();
+        if (!editor->ok()) editor.reset();
+    }
     std::string line;
     int rc = 0;
     for (;;) {
-        if (tty) {
+        if (tty && !editor) {
             std::fputs("> ", stdout);
             std::fflush(stdout);
         }
         g_interrupted = 0;
-        if (!read_line(&line)) {
-            if (g_interrupted) rc = 0;  // Ctrl-C at the prompt: a normal end
+        if (!(editor ? editor->read_line("> ", &line) : read_line(&line))) {
+            if (g_interrupted) {
+                rc = 0;  // Ctrl-C at the prompt: a normal end
+                if (tty) std::fputc('\n', stdout);
+            }
             break;
         }
+        if (editor) editor->remember(line);
         if (!line.empty() && line.back() == '\r') line.pop_back();
         if (line.empty()) continue;
         if (line[0] == '/' && line.compare(0, 2, "//") != 0) {

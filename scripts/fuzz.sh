@@ -22,6 +22,29 @@ if ! "$CXX" -fsanitize=fuzzer "$OUT/probe.cpp" -o "$OUT/probe" 2>/dev/null; then
   echo "SKIP: $CXX has no libFuzzer (Debian: apt-get install clang libclang-rt-dev or clang-14)"; exit 77
 fi
 
+# The engine fuzz_session opens: the model's arithmetic, kernels, store and
+# tower are trusted code fed by the parsers above, so they are built without
+# coverage (NOCOV below): coverage is spent on the state-file parser.
+ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
+  src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
+  src/runtime/memory_plan.cpp src/runtime/hotlist.cpp src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp
+  src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/runtime/cpu_list.cpp src/vision/config.cpp
+  src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
+  src/format/platform_io.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
+  src/format/expert_record.cpp src/common/sha256.cpp src/common/sha256_ni.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
+  src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp"
+case "$(uname -m)" in
+  x86_64) ENGINE+=" src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp" ;;
+  aarch64) ENGINE+=" src/quant/kernels_neon.cpp" ;;
+esac
+NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
+  src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
+  src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp src/runtime/route_trace.cpp src/runtime/read_queue.cpp
+  src/runtime/cpu_list.cpp src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp
+  src/quant/dispatch.cpp src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp
+  src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp src/quant/kernels_neon.cpp src/synth/synth.cpp
+  src/convert/trunk.cpp src/convert/vq.cpp"
+
 # harness: sources besides tests/fuzz/<harness>.cpp
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp"
@@ -39,15 +62,19 @@ declare -A SRC=(
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
   [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
   [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
+  # Session state needs a whole engine (and the generator for its model).
+  [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
+    src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
-  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite"
+  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"
 
 # The Makefile: one object per source (with -MMD header dependencies), one
 # link per harness.
 {
   echo "CXX := $CXX"
   echo "CXXFLAGS := -std=c++20 -O1 -g -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude -MMD -MP"
+  echo "NOCOVFLAGS := -std=c++20 -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -Isrc -Iinclude -MMD -MP"
   echo "LDFLAGS := -fsanitize=fuzzer,address,undefined -lcrypto -lutf8proc -lz -lpthread"
   echo ".PHONY: all"
   echo "all: $(for h in $HARNESSES; do printf '%s/%s ' "$OUT" "$h"; done)"
@@ -68,6 +95,11 @@ HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_conta
   echo "$OUT/obj/src/kld/io/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
   # The SHA-extensions block code (called only when CPUID reports them).
   echo "$OUT/obj/src/common/sha256_ni.o: CXXFLAGS += -msha -msse4.1 -mssse3"
+  for s in $NOCOV; do echo "$OUT/obj/${s%.cpp}.o: CXXFLAGS := \$(NOCOVFLAGS)"; done
+  # The ISA kernels take their instruction sets on these files only, as in CMake.
+  echo "$OUT/obj/src/quant/kernels_avx2.o: CXXFLAGS += -mavx2 -mfma"
+  echo "$OUT/obj/src/quant/kernels_avx512.o: CXXFLAGS += -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma"
+  echo "$OUT/obj/src/vision/stb_impl.o: CXXFLAGS += -I/usr/include/stb"
   echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"
 } > "$OUT/Makefile"
 make -s -f "$OUT/Makefile" -j"${FUZZ_JOBS:-2}" $(for h in ${ONLY:-$HARNESSES}; do printf '%s/%s ' "$OUT" "$h"; done)
@@ -81,6 +113,9 @@ for h in ${ONLY:-$HARNESSES}; do seed "$h" tests/fuzz/seeds/"${h#fuzz_}"/*; done
 F=../shared/fixtures
 seed fuzz_manifest $F/warp/*.waste/manifest.json
 seed fuzz_tokenizer $F/warp/*.waste/chat.json
+# Session states name their model's manifest hash: the harness writes its
+# seeds (saved sessions and cuts of them) at start-up into its corpus.
+export SLUICE_FUZZ_SESSION_SEEDS="$OUT/corpus-fuzz_session"
 # Fixture-derived multi-file seeds (tokenizer, container, expert record).
 if [ -d "$F/warp" ] && command -v python3 >/dev/null; then
   python3 tests/fuzz/fixture_seeds.py "$F" "$OUT" || echo "note: fixture seeds not made"

@@ -1,7 +1,9 @@
 // Session state files: the decoding state of one context, restorable into a
 // context of the same model. Every shape the state depends on is recorded
 // and checked on load, with the mismatching field named.
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -114,37 +116,59 @@ Status Engine::load_state(const std::string &path) {
     if (std::memcmp(h.manifest_sha256, want.manifest_sha256, 64) != 0)
         return format_error(path + ": saved for a different container (manifest.json sha256 differs)");
     if (h.pos < 0 || h.pos > opt_.max_context)
-        return format_error(path + ": position " + std::to_string(h.pos) + " exceeds max_context " +
-                            std::to_string(opt_.max_context));
+        return format_error(path + ": position " + std::to_string(h.pos) + " is outside [0, max_context " +
+                            std::to_string(opt_.max_context) + "]");
     // Read into fresh state and swap in only when everything checked out.
     const ModelConfig &c = c_.config();
     std::vector<KdaState> kda((size_t)c.n_layers);
     std::vector<MlaState> mla((size_t)c.n_layers);
     uint64_t off = sizeof h;
     const int64_t row = c.kv_lora + c.d_rope;
+    // Every read is checked against the file size first, so a cut file is a
+    // format error naming the layer (not a bare short read), and a lying
+    // position never sizes a buffer the file cannot fill.
+    auto take = [&](std::vector<float> *dst, uint64_t count, int L, const char *what) -> Status {
+        if (count > (f.size() - off) / 4)
+            return format_error(path + ": truncated: layer " + std::to_string(L) + " needs " +
+                                std::to_string(count * 4) + " bytes of " + what + " at offset " + std::to_string(off) +
+                                ", the file has " + std::to_string(f.size()));
+        dst->resize((size_t)count);
+        SLUICE_TRY(f.pread_all(dst->data(), (size_t)count * 4, off));
+        off += count * 4;
+        return Status::ok();
+    };
     for (int L = 0; L < c.n_layers; L++) {
         if (c.is_kda[(size_t)L]) {
-            const size_t H = (size_t)c.kda_heads, D = (size_t)c.kda_dim, K = (size_t)c.conv_kernel;
-            kda[(size_t)L].S.resize(H * D * D);
-            kda[(size_t)L].ring.resize(3 * H * D * (K - 1));
-            SLUICE_TRY(f.pread_all(kda[(size_t)L].S.data(), kda[(size_t)L].S.size() * 4, off));
-            off += kda[(size_t)L].S.size() * 4;
-            SLUICE_TRY(f.pread_all(kda[(size_t)L].ring.data(), kda[(size_t)L].ring.size() * 4, off));
-            off += kda[(size_t)L].ring.size() * 4;
+            const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim, K = (uint64_t)c.conv_kernel;
+            SLUICE_TRY(take(&kda[(size_t)L].S, H * D * D, L, "KDA state"));
+            SLUICE_TRY(take(&kda[(size_t)L].ring, 3 * H * D * (K - 1), L, "conv ring"));
         } else {
             int32_t len = 0;
+            if (f.size() - off < 4)
+                return format_error(path + ": truncated: layer " + std::to_string(L) +
+                                    " needs its MLA cache length at offset " + std::to_string(off) +
+                                    ", the file has " + std::to_string(f.size()));
             SLUICE_TRY(f.pread_all(&len, 4, off));
             off += 4;
             if (len != h.pos)
                 return format_error(path + ": layer " + std::to_string(L) + " holds " + std::to_string(len) +
                                     " cached positions, the header says " + std::to_string(h.pos));
             mla[(size_t)L].len = len;
-            mla[(size_t)L].cache.resize((size_t)(len * row));
-            SLUICE_TRY(f.pread_all(mla[(size_t)L].cache.data(), mla[(size_t)L].cache.size() * 4, off));
-            off += mla[(size_t)L].cache.size() * 4;
+            SLUICE_TRY(take(&mla[(size_t)L].cache, (uint64_t)len * (uint64_t)row, L, "MLA cache"));
         }
     }
     if (off != f.size()) return format_error(path + ": " + std::to_string(f.size() - off) + " trailing bytes");
+    // A saved session is finite (eval refuses a non-finite hidden state), so
+    // NaN/Inf here is damage: refused now, naming the layer, rather than
+    // accepted and surfacing as a non-finite error on the next eval.
+    for (int L = 0; L < c.n_layers; L++) {
+        const auto finite = [](const std::vector<float> &v) {
+            return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+        };
+        const bool ok = c.is_kda[(size_t)L] ? finite(kda[(size_t)L].S) && finite(kda[(size_t)L].ring)
+                                             : finite(mla[(size_t)L].cache);
+        if (!ok) return format_error(path + ": layer " + std::to_string(L) + " holds a NaN or infinite value");
+    }
     kda_.swap(kda);
     mla_.swap(mla);
     pos_ = h.pos;

@@ -2,9 +2,12 @@
 // a state file for another model, or a damaged one, is refused by name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <vector>
 
 #include "fixtures_util.h"
 #include "sluice/sluice.h"
@@ -82,7 +85,7 @@ TEST(Session, RefusesOtherModelsAndDamage) {
     const std::string bad = tmp_path("bad");
     fs::copy_file(path, bad, fs::copy_options::overwrite_existing);
     fs::resize_file(bad, fs::file_size(bad) - 7);
-    EXPECT_NE(sluice_state_load(a, bad.c_str()), SLUICE_OK);
+    EXPECT_EQ(sluice_state_load(a, bad.c_str()), SLUICE_E_FORMAT);
     std::printf("truncated -> %s\n", sluice_last_error(a));
     {
         std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
@@ -91,6 +94,63 @@ TEST(Session, RefusesOtherModelsAndDamage) {
     EXPECT_EQ(sluice_state_load(a, bad.c_str()), SLUICE_E_FORMAT);
     std::printf("bad magic -> %s\n", sluice_last_error(a));
     EXPECT_EQ(sluice_n_past(a), 3);  // a refused load leaves the session as it was
+    sluice_close(a);
+    fs::remove(path);
+    fs::remove(bad);
+}
+
+// Damage inside the body (fuzz_session's classes of mutation): a file cut
+// anywhere is a format error naming the layer, a NaN or Inf anywhere in the
+// saved state is refused naming its layer, and after each refusal the
+// session evaluates exactly as before.
+TEST(Session, DamagedBodyIsRefusedByLayerAndLeavesTheSession) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    sluice_ctx *a = open_model("kimi-linear-tiny");
+    const int32_t ids[3] = {1, 2, 3}, next = 4;
+    ASSERT_EQ(sluice_eval(a, ids, 3, nullptr), SLUICE_OK);
+    const std::string path = tmp_path("body");
+    ASSERT_EQ(sluice_state_save(a, path.c_str()), SLUICE_OK);
+    const int V = sluice_n_vocab(a);
+    std::vector<float> ref((size_t)V), got((size_t)V);
+    ASSERT_EQ(sluice_eval(a, &next, 1, ref.data()), SLUICE_OK);
+    ASSERT_EQ(sluice_state_load(a, path.c_str()), SLUICE_OK);
+    std::string good;
+    {
+        std::ifstream f(path, std::ios::binary);
+        good.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    const size_t header = 120;  // the fixed header (magic .. manifest sha256)
+    ASSERT_GT(good.size(), header + 8);
+    const std::string bad = tmp_path("body-bad");
+    auto refused = [&](const std::string &bytes, const char *needle) -> std::string {
+        std::ofstream(bad, std::ios::binary | std::ios::trunc).write(bytes.data(), (std::streamsize)bytes.size());
+        EXPECT_EQ(sluice_state_load(a, bad.c_str()), SLUICE_E_FORMAT);
+        const std::string msg = sluice_last_error(a);
+        EXPECT_NE(msg.find(needle), std::string::npos) << msg;
+        EXPECT_NE(msg.find(bad), std::string::npos) << msg;
+        EXPECT_EQ(sluice_n_past(a), 3);
+        EXPECT_EQ(sluice_eval(a, &next, 1, got.data()), SLUICE_OK);
+        EXPECT_EQ(std::memcmp(ref.data(), got.data(), (size_t)V * 4), 0) << "a refused load changed the session";
+        EXPECT_EQ(sluice_state_load(a, path.c_str()), SLUICE_OK);
+        return msg;
+    };
+    int cuts = 0, poisoned = 0;
+    for (size_t cut : {header, header + 1, header + 4, good.size() / 2, good.size() - 4, good.size() - 1}) {
+        const std::string msg = refused(good.substr(0, cut), "truncated: layer ");
+        if (cut == good.size() / 2) std::printf("cut at %zu of %zu -> %s\n", cut, good.size(), msg.c_str());
+        cuts++;
+    }
+    const float poison[] = {std::nanf(""), INFINITY, -INFINITY};
+    for (size_t at : {header, good.size() / 2 & ~size_t(3), good.size() - 4}) {
+        for (float p : poison) {
+            std::string b = good;
+            std::memcpy(&b[at], &p, 4);
+            const std::string msg = refused(b, "holds a NaN or infinite value");
+            if (at == header && std::isnan(p)) std::printf("NaN at %zu -> %s\n", at, msg.c_str());
+            poisoned++;
+        }
+    }
+    std::printf("%d cut and %d poisoned state files refused; session unchanged after each\n", cuts, poisoned);
     sluice_close(a);
     fs::remove(path);
     fs::remove(bad);
