@@ -604,8 +604,9 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
     std::printf("  experts             %d MoE layers x %d, top-%d, record %.2f MiB; a token's working set %.1f GB\n",
                 p.moe_layers, p.experts, p.top_k, p.plan.record_bytes / 1048576.0, gb(p.plan.working_set));
     std::printf("  trunk (resident)    %8.1f GB  (the embedding stays on disk)\n", gb(p.plan.trunk));
-    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records)\n",
-                gb(p.plan.floor));
+    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records, runtime, "
+                "allocator slack, %d thread stacks, page tables)\n",
+                gb(p.plan.floor), p.plan.threads);
     std::printf("  hit rate            %s\n",
                 trace.empty() ? "not projected: no routing trace (give --trace)"
                               : ("replaying " + trace + " through the " + (a.policy.empty() ? "freq" : a.policy) +

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/disk_probe.h"
 #include "runtime/expert_source.h"
 #include "runtime/mem_status.h"
 #include "runtime/memory_plan.h"
@@ -137,8 +138,9 @@ TEST(PressureTarget, ShrinksByWhatIsMissingAndGrowsBackAboveTheBand) {
     // A capacity not yet filled: the shrink starts from the bytes held.
     EXPECT_EQ(pressure_target(conf, GiB, conf, rec, reserve, avail(reserve - 300 * MiB), false, &shrink),
               GiB - 300 * MiB - step);
-    // More missing than the cache holds: empty.
-    EXPECT_EQ(pressure_target(conf, conf, conf, rec, reserve, avail(0), false, &shrink), 0u);
+    // More missing (reserve + step = 1152 MiB) than the cache holds (1 GiB): empty.
+    EXPECT_EQ(pressure_target(GiB, GiB, conf, rec, reserve, avail(0), false, &shrink), 0u);
+    EXPECT_TRUE(shrink);
     // Inside the band [reserve, reserve + 2 step]: hold still either way.
     EXPECT_EQ(pressure_target(t, t, conf, rec, reserve, avail(reserve + step), false, &shrink), t);
     EXPECT_FALSE(shrink);
@@ -190,6 +192,27 @@ TEST(RecordPool, ALoweredLimitReturnsTheMemoryVmRssDrops) {
     EXPECT_LE(vm_rss_kb(), full_kb - 40 * 1024);
     // Lifting the limit keeps memory out until used.
     EXPECT_EQ(pool->set_resident_limit(n), 0u);
+}
+
+TEST(DiskProbe, MeasuresARateAndLeavesNoFileBehind) {
+    const fs::path d = fs::temp_directory_path() / ("sluice-probe-" + std::to_string(::getpid()));
+    fs::create_directories(d);
+    DiskProbeResult r;
+    // Small on purpose (a unit test must not load the disk): 4 MiB, 64 KiB reads, 0.2 s.
+    const Status st = probe_disk(d.string(), 64 * 1024, 4 * MiB, 0.2, 2, &r);
+    ASSERT_TRUE(st) << st.message();
+    std::printf("probe of %s: %.3f GB/s, %llu reads of 64 KiB in %.3f s (%s)\n", d.c_str(), r.gbps,
+                (unsigned long long)r.reads, r.seconds, r.direct ? "O_DIRECT" : "buffered");
+    EXPECT_GT(r.gbps, 0.0);
+    EXPECT_GE(r.reads, 8u);
+    EXPECT_EQ(r.bytes, r.reads * 64 * 1024);
+    EXPECT_EQ(r.file_bytes, 4 * MiB);
+    EXPECT_TRUE(fs::is_empty(d)) << "the probe file must be removed";
+    // A directory that does not exist: an I/O error naming it.
+    const Status bad = probe_disk((d / "absent").string(), 64 * 1024, 4 * MiB, 0.1, 1, &r);
+    EXPECT_EQ(bad.code(), SLUICE_E_IO);
+    EXPECT_NE(bad.message().find("absent"), std::string::npos) << bad.message();
+    fs::remove_all(d);
 }
 
 }  // namespace
