@@ -569,7 +569,7 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
     if (!a.probe.empty()) {
         // The record size comes from the config; the rate from the target
         // disk: a 256 MiB file (at least 8 records), 8 reads in flight (the
-        // engine's default depth), 3 s of reading.
+        // engine's default depth), 2 s of reading.
         if (sluice_plan_config(a.config.c_str(), 16ull << 30, c.ctx_len, nullptr, nullptr, 0, &cp[0], err,
                                sizeof err) != SLUICE_OK) {
             std::fprintf(stderr, "sluice plan: %s\n", err);
@@ -577,15 +577,20 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
         }
         const uint64_t rec = cp[0].plan.record_bytes;
         int32_t direct = 0;
-        if (sluice_probe_disk(a.probe.c_str(), rec, std::max<uint64_t>(256ull << 20, 8 * rec), 3.0, 8, &gbps, &direct,
+        const auto t0 = std::chrono::steady_clock::now();
+        if (sluice_probe_disk(a.probe.c_str(), rec, std::max<uint64_t>(256ull << 20, 8 * rec), 2.0, 8, &gbps, &direct,
                               err, sizeof err) != SLUICE_OK) {
             std::fprintf(stderr, "sluice plan: --probe: %s\n", err);
             return 1;
         }
-        char line[256];
-        std::snprintf(line, sizeof line, "%.3f GB/s measured in %s (random %.2f MiB reads, 8 in flight, %s)", gbps,
-                      a.probe.c_str(), rec / 1048576.0,
-                      direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT, so its page cache may inflate it");
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "%.3f GB/s measured in %s (random %.2f MiB reads, 8 in flight, %s; %.1f s with writing the "
+                      "file)",
+                      gbps, a.probe.c_str(), rec / 1048576.0,
+                      direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT, so its page cache may inflate it",
+                      took);
         probed = line;
     }
     for (int i = 0; i < 5; i++) {
@@ -876,7 +881,7 @@ int main(int argc, char **argv) {
                      "../shared/traces/kimi-linear-48b-route-150.jsonl when present)");
     plan->add_option("--policy", pc.policy, "cache policy for the replay (default freq)");
     plan->add_option("--probe", pc.probe,
-                     "measure the disk under this directory (a temporary file of a few hundred MB, about 3 s of "
+                     "measure the disk under this directory (a temporary file of a few hundred MB, 2 s of "
                      "random record reads, removed after) and project tok/s from it")
         ->check(CLI::ExistingDirectory);
     plan->add_flag("--json", plan_json, "print JSON");

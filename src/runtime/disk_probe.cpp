@@ -53,6 +53,7 @@ Status probe_disk(const std::string &dir, uint64_t record_bytes, uint64_t file_b
         ~Unlink() { ::unlink(p.c_str()); }
     } unlink_at_exit{path};
     // Pseudo-random contents (a device or filesystem may compress zeros).
+    const double tw = now_s();
     {
         const size_t chunk = 8u << 20;
         std::vector<uint64_t> buf(chunk / 8);
@@ -72,6 +73,7 @@ Status probe_disk(const std::string &dir, uint64_t record_bytes, uint64_t file_b
         // What was just written must come from the disk, not the page cache.
         ::posix_fadvise(w.fd, 0, (off_t)file_bytes, POSIX_FADV_DONTNEED);
     }
+    const double write_seconds = now_s() - tw;
     Fd r;
     r.fd = ::open(path.c_str(), O_RDONLY | O_DIRECT | O_CLOEXEC);
     const bool direct = r.fd >= 0;
@@ -120,6 +122,7 @@ Status probe_disk(const std::string &dir, uint64_t record_bytes, uint64_t file_b
     res.file_bytes = file_bytes;
     res.direct = direct;
     res.depth = depth;
+    res.write_seconds = write_seconds;
     *out = res;
     return Status::ok();
 }

@@ -17,6 +17,7 @@ struct DiskProbeResult {
     uint64_t bytes = 0;     // read
     uint64_t reads = 0;
     double seconds = 0;     // reading only (writing the file is not counted)
+    double write_seconds = 0;  // writing and syncing the file
     uint64_t file_bytes = 0;
     bool direct = false;    // false: the filesystem refused O_DIRECT and the rate includes its page cache
     int depth = 0;
