@@ -199,6 +199,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     p.page_tables = floor_pt + (room - room_records);
     if (p.cache > cache_cap) {
         p.cache = cache_cap;
+        p.page_tables = floor_pt + (p.cache > p.min_cache ? (p.cache - p.min_cache + 511) / 512 : 0);
         if (budget) p.choice += "; cache capped at every expert record (" + format_size(expert_total) + ")";
     }
     *out = p;
