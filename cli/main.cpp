@@ -35,6 +35,8 @@ struct Common {
     std::string hotlist, learn;
     std::string cpus, dump_routes;
     bool exclusive_open = false, mlock = false, quiet = false;
+    bool no_pressure_watch = false;
+    std::string pressure_reserve = "0";
 };
 
 void add_common(CLI::App *app, Common *c) {
@@ -66,6 +68,11 @@ void add_common(CLI::App *app, Common *c) {
     app->add_flag("--mlock", c->mlock, "lock the trunk in RAM (needs RLIMIT_MEMLOCK, see ulimit -l)");
     app->add_option("--dump-routes", c->dump_routes,
                     "write the experts each MoE layer picks, one JSON line per position (layout of ../shared/traces)");
+    app->add_flag("--no-pressure-watch", c->no_pressure_watch,
+                  "keep the expert cache at its planned size even when other processes need the memory");
+    app->add_option("--pressure-reserve", c->pressure_reserve,
+                    "available memory to keep for other processes before the cache shrinks, e.g. 1G (default "
+                    "max(512 MiB, 5 % of RAM))");
     app->add_flag("-q,--quiet", c->quiet, "print only the answer: no start-up, budget or statistics lines");
 }
 
@@ -97,6 +104,8 @@ sluice_config to_config(const Common &c) {
     cfg.cpus = c.cpus.empty() ? nullptr : c.cpus.c_str();
     cfg.exclusive_open = c.exclusive_open ? 1 : 0;
     cfg.lock_memory = c.mlock ? 1 : 0;
+    cfg.no_pressure_watch = c.no_pressure_watch ? 1 : 0;
+    sluice::parse_size(c.pressure_reserve, &cfg.pressure_reserve_bytes);  // checked in main
     if (!c.quiet) {
         cfg.progress = sluice::print_startup_progress;
         cfg.progress_user = nullptr;
@@ -154,6 +163,18 @@ void print_stats(sluice_ctx *ctx) {
     if (s.images_encoded)
         std::fprintf(stderr, "stats: vision: %llu images decoded and encoded in %.3f s\n",
                      (unsigned long long)s.images_encoded, s.seconds_vision);
+    if (!s.pressure_watch)
+        std::fprintf(stderr, "stats: memory pressure: not watched (--no-pressure-watch or no cache)\n");
+    else if (s.cache_shrinks || s.cache_grows)
+        std::fprintf(stderr,
+                     "stats: memory pressure: the cache shrank %llu times (%.1f MiB returned to the OS) and grew %llu "
+                     "times; capacity now %.1f of %.1f MiB (available %.1f MiB, reserve %.1f MiB)\n",
+                     (unsigned long long)s.cache_shrinks, s.cache_bytes_released / 1048576.0,
+                     (unsigned long long)s.cache_grows, s.cache_capacity_bytes / 1048576.0, s.cache_bytes / 1048576.0,
+                     s.memory_available / 1048576.0, s.pressure_reserve / 1048576.0);
+    else
+        std::fprintf(stderr, "stats: memory pressure: none (available %.1f MiB, reserve %.1f MiB); cache at its planned size\n",
+                     s.memory_available / 1048576.0, s.pressure_reserve / 1048576.0);
     if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
         std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
                      (unsigned long long)s.pool_fallbacks);
@@ -475,16 +496,26 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
         return 1;
     }
     auto gib = [](uint64_t b) { return b / 1073741824.0; };
+    // With a budget given, the default is still worth knowing.
+    sluice_memory_plan d;
+    char derr[512] = {0};
+    const bool have_default =
+        budget && sluice_plan_model(model.c_str(), 0, c.ctx_len, nullptr, &d, derr, sizeof derr) == SLUICE_OK;
     if (json) {
         std::printf("{\"model\":%s,\"context\":%d,\"trunk\":%llu,\"kda_state\":%llu,\"mla_kv\":%llu,\"scratch\":%llu,"
                     "\"min_cache\":%llu,\"floor\":%llu,\"vision\":%llu,\"record_bytes\":%llu,\"working_set\":%llu,"
-                    "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu}\n",
+                    "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu,"
+                    "\"runtime\":%llu,\"allocator_slack\":%llu,\"thread_stacks\":%llu,\"threads\":%d,"
+                    "\"page_tables\":%llu,\"available\":%llu,\"reserve\":%llu,\"max_useful\":%llu}\n",
                     sluice::json_quote(model).c_str(), p.context, (unsigned long long)p.trunk,
                     (unsigned long long)p.kda_state, (unsigned long long)p.mla_kv, (unsigned long long)p.scratch,
                     (unsigned long long)p.min_cache, (unsigned long long)p.floor, (unsigned long long)p.vision,
                     (unsigned long long)p.record_bytes, (unsigned long long)p.working_set,
                     (unsigned long long)p.ram_limit, sluice::json_quote(p.ram_source).c_str(),
-                    (unsigned long long)p.budget, sluice::json_quote(p.choice).c_str(), (unsigned long long)p.cache);
+                    (unsigned long long)p.budget, sluice::json_quote(p.choice).c_str(), (unsigned long long)p.cache,
+                    (unsigned long long)p.runtime, (unsigned long long)p.allocator_slack,
+                    (unsigned long long)p.thread_stacks, p.threads, (unsigned long long)p.page_tables,
+                    (unsigned long long)p.available, (unsigned long long)p.reserve, (unsigned long long)p.max_useful);
         return 0;
     }
     std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
@@ -494,20 +525,32 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
     std::printf("  scratch                   %10.3f GiB\n", gib(p.scratch));
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),
                 p.record_bytes / 1048576.0);
+    std::printf("  runtime (code, libraries) %10.3f GiB\n", gib(p.runtime));
+    std::printf("  allocator slack           %10.3f GiB  (freed heap glibc keeps)\n", gib(p.allocator_slack));
+    std::printf("  thread stacks             %10.3f GiB  (%d threads x 2 MiB)\n", gib(p.thread_stacks), p.threads);
+    std::printf("  page tables               %10.3f GiB  (8 bytes per 4 KiB page of the budget, cache included)\n",
+                gib(p.page_tables));
     std::printf("  floor                     %10.3f GiB\n", gib(p.floor));
     if (p.vision)  // VISION.md §2.4: joins the floor only when images are enabled
         std::printf("  vision tower (images)     %10.3f GiB  (floor with images: %.3f GiB)\n", gib(p.vision),
                     gib(p.floor + p.vision));
     std::printf("  token working set         %10.3f GiB  (MoE layers x top-k records)\n", gib(p.working_set));
     std::printf("  RAM this process may use  %10.3f GiB  (%s)\n", gib(p.ram_limit), p.ram_source);
+    if (p.available)
+        std::printf("  available now             %10.3f GiB  (MemAvailable, capped by the cgroup's room)\n",
+                    gib(p.available));
+    std::printf("  reserve for the OS        %10.3f GiB  (max(1 GiB, 10 %% of the RAM limit): the default leaves it)\n",
+                gib(p.reserve));
+    std::printf("  most the model can use    %10.3f GiB  (floor + every expert record)\n", gib(p.max_useful));
     std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
     std::printf("  expert cache              %10.3f GiB  (%.0f records)\n", gib(p.cache),
                 p.record_bytes ? (double)p.cache / p.record_bytes : 0.0);
+    if (have_default) std::printf("  default budget            %10.3f GiB  (%s)\n", gib(d.budget), d.choice);
     return 0;
 }
 
 struct PlanConfigArgs {
-    std::string config, trace, policy;
+    std::string config, trace, policy, probe;
     double disk_gbps = 0;
 };
 
@@ -521,9 +564,38 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
     auto gb = [](double b) { return b / 1e9; };
     sluice_config_plan cp[5];
     char err[512] = {0};
+    double gbps = a.disk_gbps;
+    std::string probed;
+    if (!a.probe.empty()) {
+        // The record size comes from the config; the rate from the target
+        // disk: a 256 MiB file (at least 8 records), 8 reads in flight (the
+        // engine's default depth), 2 s of reading.
+        if (sluice_plan_config(a.config.c_str(), 16ull << 30, c.ctx_len, nullptr, nullptr, 0, &cp[0], err,
+                               sizeof err) != SLUICE_OK) {
+            std::fprintf(stderr, "sluice plan: %s\n", err);
+            return 1;
+        }
+        const uint64_t rec = cp[0].plan.record_bytes;
+        int32_t direct = 0;
+        const auto t0 = std::chrono::steady_clock::now();
+        if (sluice_probe_disk(a.probe.c_str(), rec, std::max<uint64_t>(256ull << 20, 8 * rec), 2.0, 8, &gbps, &direct,
+                              err, sizeof err) != SLUICE_OK) {
+            std::fprintf(stderr, "sluice plan: --probe: %s\n", err);
+            return 1;
+        }
+        const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "%.3f GB/s measured in %s (random %.2f MiB reads, 8 in flight, %s; %.1f s with writing the "
+                      "file)",
+                      gbps, a.probe.c_str(), rec / 1048576.0,
+                      direct ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT, so its page cache may inflate it",
+                      took);
+        probed = line;
+    }
     for (int i = 0; i < 5; i++) {
         if (sluice_plan_config(a.config.c_str(), rams[i] << 30, c.ctx_len, trace.empty() ? nullptr : trace.c_str(),
-                               a.policy.empty() ? nullptr : a.policy.c_str(), a.disk_gbps, &cp[i], err,
+                               a.policy.empty() ? nullptr : a.policy.c_str(), gbps, &cp[i], err,
                                sizeof err) != SLUICE_OK) {
             std::fprintf(stderr, "sluice plan: %s\n", err);
             return 1;
@@ -537,18 +609,20 @@ int cmd_plan_config(const PlanConfigArgs &a, const Common &c) {
     std::printf("  experts             %d MoE layers x %d, top-%d, record %.2f MiB; a token's working set %.1f GB\n",
                 p.moe_layers, p.experts, p.top_k, p.plan.record_bytes / 1048576.0, gb(p.plan.working_set));
     std::printf("  trunk (resident)    %8.1f GB  (the embedding stays on disk)\n", gb(p.plan.trunk));
-    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records)\n",
-                gb(p.plan.floor));
+    std::printf("  floor               %8.1f GB  (trunk, KDA state, MLA cache, scratch, 2 x top-k records, runtime, "
+                "allocator slack, %d thread stacks, page tables)\n",
+                gb(p.plan.floor), p.plan.threads);
     std::printf("  hit rate            %s\n",
                 trace.empty() ? "not projected: no routing trace (give --trace)"
                               : ("replaying " + trace + " through the " + (a.policy.empty() ? "freq" : a.policy) +
                                  " policy, the cache scaled to the same fraction of the expert set")
                                     .c_str());
+    if (!probed.empty()) std::printf("  disk probe          %s\n", probed.c_str());
     std::printf("  tok/s               %s\n",
-                a.disk_gbps > 0 ? ("I/O bound at " + std::to_string(a.disk_gbps).substr(0, 5) +
-                                   " GB/s: disk rate / expert bytes read per token (compute not counted)")
-                                      .c_str()
-                                : "not projected: give --disk-gbps (a measured read rate)");
+                gbps > 0 ? ("I/O bound at " + std::to_string(gbps).substr(0, 5) +
+                            " GB/s: disk rate / expert bytes read per token (compute not counted)")
+                               .c_str()
+                         : "not projected: give --disk-gbps (a measured read rate) or --probe DIR");
     std::printf("\n| RAM GB | fits | budget GB | expert cache GB | cache / expert set | hit rate | GB read/token | tok/s |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (int i = 0; i < 5; i++) {
@@ -807,6 +881,10 @@ int main(int argc, char **argv) {
                      "routing trace (JSONL) replayed for the projected hit rate (default: "
                      "../shared/traces/kimi-linear-48b-route-150.jsonl when present)");
     plan->add_option("--policy", pc.policy, "cache policy for the replay (default freq)");
+    plan->add_option("--probe", pc.probe,
+                     "measure the disk under this directory (a temporary file of a few hundred MB, 2 s of "
+                     "random record reads, removed after) and project tok/s from it")
+        ->check(CLI::ExistingDirectory);
     plan->add_flag("--json", plan_json, "print JSON");
     add_common(plan, &common);
     auto serve_cmd = sluice::add_serve_command(app);
@@ -828,15 +906,14 @@ int main(int argc, char **argv) {
                                 cfg.vision = vision ? 1 : 0;
                                 return open_or_report(m, cfg, common);
                             },
-                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); }, {}, {}};
-    hooks.open_metadata = [&](const std::string &m) { return open_metadata(m, common); };
-    hooks.quiet = [&] { return common.quiet; };
+                            print_stats, [&](sluice_ctx *ctx) { maybe_learn(ctx, common); },
+                            [&](const std::string &m) { return open_metadata(m, common); },
+                            [&] { return common.quiet; }};
     auto text_cmds = sluice::add_text_commands(app, hooks);
 
     sluice::TextHooks ppl_hooks{[&](CLI::App *sc) { add_common(sc, &common); },
                                 [&](const std::string &m, bool) { return open_or_report(m, to_config(common), common); },
-                                print_stats, nullptr, {}, {}};
-    ppl_hooks.quiet = [&] { return common.quiet; };
+                                print_stats, nullptr, nullptr, [&] { return common.quiet; }};
     auto ppl_cmd = sluice::add_perplexity_command(app, ppl_hooks);
     sluice::TextHooks bench_hooks = ppl_hooks;
     bench_hooks.before_close = [&](sluice_ctx *ctx) { maybe_learn(ctx, common); };
@@ -856,6 +933,11 @@ int main(int argc, char **argv) {
     uint64_t b;
     if (!budget_bytes(common, &b)) {
         std::fprintf(stderr, "sluice: --budget '%s' is not a size (examples: 2G, 1.5GiB, 512M)\n", common.budget.c_str());
+        return 2;
+    }
+    if (uint64_t r; !sluice::parse_size(common.pressure_reserve, &r)) {
+        std::fprintf(stderr, "sluice: --pressure-reserve '%s' is not a size (examples: 1G, 512M)\n",
+                     common.pressure_reserve.c_str());
         return 2;
     }
     if (*info) return cmd_info(model, common, json, fingerprint);
@@ -886,6 +968,10 @@ int main(int argc, char **argv) {
     }
     if (*plan) {
         if (!pc.config.empty()) return cmd_plan_config(pc, common);
+        if (!pc.probe.empty()) {
+            std::fprintf(stderr, "sluice plan: --probe goes with --config (a container's own disk: bench_disk_probe)\n");
+            return 2;
+        }
         if (model.empty()) {
             std::fprintf(stderr, "sluice plan: give a container directory or --config config.json\n");
             return 2;

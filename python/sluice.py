@@ -53,7 +53,9 @@ class _Config(_c.Structure):
                 ("no_hotlist", _i32), ("hotlist", _c.c_char_p), ("cgroup_root", _c.c_char_p), ("io_depth", _i32),
                 ("io_engine", _i32), ("cache_policy", _c.c_char_p), ("vision", _i32), ("cpus", _c.c_char_p),
                 ("exclusive_open", _i32), ("lock_memory", _i32), ("metadata_only", _i32),
-                ("progress", _PROGRESS), ("progress_user", _c.c_void_p)]
+                ("progress", _PROGRESS), ("progress_user", _c.c_void_p), ("no_pressure_watch", _i32),
+                ("pressure_poll_ms", _i32), ("pressure_reserve_bytes", _u64), ("memory_probe", _c.c_void_p),
+                ("memory_probe_user", _c.c_void_p)]
 
 
 class _Info(_c.Structure):
@@ -74,7 +76,9 @@ class _Sampling(_c.Structure):
 class _Plan(_c.Structure):
     _fields_ = [(n, _u64) for n in ("trunk", "kda_state", "mla_kv", "scratch", "min_cache", "floor", "record_bytes",
                                     "working_set", "ram_limit", "budget", "cache")] + \
-               [("context", _i32), ("ram_source", _c.c_char * 160), ("choice", _c.c_char * 200), ("vision", _u64)]
+               [("context", _i32), ("ram_source", _c.c_char * 160), ("choice", _c.c_char * 320), ("vision", _u64)] + \
+               [(n, _u64) for n in ("runtime", "allocator_slack", "thread_stacks", "page_tables")] + \
+               [("threads", _i32)] + [(n, _u64) for n in ("available", "reserve", "max_useful")]
 
 
 class _Stats(_c.Structure):
@@ -87,7 +91,9 @@ class _Stats(_c.Structure):
                [(n, _u64) for n in ("pool_fallbacks", "expert_fetches", "expert_readahead_hits", "expert_sync_reads",
                                     "lookahead_guesses", "lookahead_guesses_used", "lookahead_guesses_dropped")] + \
                [("io_depth", _i32), ("io_engine", _c.c_char * 16), ("cache_policy", _c.c_char * 8),
-                ("seconds_vision", _f64), ("images_encoded", _u64)]
+                ("seconds_vision", _f64), ("images_encoded", _u64), ("pressure_watch", _i32)] + \
+               [(n, _u64) for n in ("cache_capacity_bytes", "cache_shrinks", "cache_grows", "cache_bytes_released",
+                                    "memory_available", "pressure_reserve")]
 
 
 class _ChatMessage(_c.Structure):

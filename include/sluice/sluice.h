@@ -55,6 +55,11 @@ typedef enum sluice_backend {
     SLUICE_BACKEND_NEON = 4    /* AArch64 Advanced SIMD */
 } sluice_backend;
 
+/* Available memory in bytes, as a caller measures it (sluice_config's
+ * memory_probe): return non-zero with *available_bytes set, or 0 for "no
+ * reading this time". Called from the watcher thread. */
+typedef int32_t (*sluice_memory_probe_fn)(void *user, uint64_t *available_bytes);
+
 typedef struct sluice_config {
     uint32_t struct_size;   /* sizeof(sluice_config): lets the struct grow */
     int32_t n_threads;      /* worker threads for kernels; 0 = number of CPUs */
@@ -94,6 +99,18 @@ typedef struct sluice_config {
                                SLUICE_E_STATE */
     sluice_progress_fn progress; /* start-up progress; NULL = none */
     void *progress_user;
+    /* Memory pressure: a watcher thread shrinks the expert cache (evicting
+     * and returning its memory to the OS) when available memory, read from
+     * /proc/meminfo, PSI and the cgroup, falls under a reserve because other
+     * processes took it, and grows it back to the budget's size when they
+     * give it back. Timing only: results are bit-identical. sluice_stats
+     * reports what it did. */
+    int32_t no_pressure_watch;       /* non-zero: never resize the cache */
+    int32_t pressure_poll_ms;        /* 0 = 200 */
+    uint64_t pressure_reserve_bytes; /* available memory kept for others; 0 = max(512 MiB, 5 % of RAM) */
+    sluice_memory_probe_fn memory_probe; /* NULL = the kernel's numbers; otherwise asked instead (tests,
+                                            embedders with their own accounting) */
+    void *memory_probe_user;
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -334,6 +351,14 @@ typedef struct sluice_stats {
     char cache_policy[8];
     double seconds_vision;      /* wall time decoding and encoding images (sluice_image_add) */
     uint64_t images_encoded;
+    /* Memory pressure (sluice_config.no_pressure_watch). cache_bytes above
+       is the planned capacity; this is the capacity now. */
+    int32_t pressure_watch;         /* 1 while the watcher runs */
+    uint64_t cache_capacity_bytes;  /* expert cache capacity now: planned, or less after a shrink */
+    uint64_t cache_shrinks, cache_grows;
+    uint64_t cache_bytes_released;  /* record buffer memory returned to the OS by shrinks */
+    uint64_t memory_available;      /* the watcher's last reading */
+    uint64_t pressure_reserve;      /* what it keeps available for others */
 } sluice_stats;
 SLUICE_API sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
@@ -368,12 +393,22 @@ typedef struct sluice_memory_plan {
     uint64_t budget, cache;             /* chosen or given budget; expert cache it leaves */
     int32_t context;
     char ram_source[160];
-    char choice[200];
+    char choice[320];
     /* K3 vision tower: weights plus activations for max_patches patches and
      * the embedding queue (VISION.md §2.4). Part of `floor` only in a context
      * opened with sluice_config.vision; sluice_plan_model reports it beside
      * a floor without it (floor + vision is the floor with images). */
     uint64_t vision;
+    /* Resident beyond the data (part of floor; page_tables also covers the
+     * cache's pages, which come out of the cache's share of the budget). */
+    uint64_t runtime;          /* code, libraries, static data */
+    uint64_t allocator_slack;  /* freed heap the allocator keeps */
+    uint64_t thread_stacks;    /* threads x 2 MiB */
+    uint64_t page_tables;      /* 8 bytes per 4 KiB page of the budget */
+    int32_t threads;           /* threads counted */
+    uint64_t available;        /* MemAvailable (capped by the cgroup's room) at planning; 0 = not measured */
+    uint64_t reserve;          /* left to the OS and page cache by the default budget */
+    uint64_t max_useful;       /* the budget that caches every expert record: no default goes above it */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is
@@ -406,6 +441,14 @@ typedef struct sluice_config_plan {
     double read_bytes_per_token;    /* working set x (1 - hit rate); the whole working set without a trace */
     double tok_per_s;               /* disk_gbps * 1e9 / read_bytes_per_token; 0 without disk_gbps */
 } sluice_config_plan;
+/* A quick probe of the disk under dir: writes a temporary file of
+ * file_bytes (at least 4 records), reads random record_bytes ranges with
+ * depth reads in flight (O_DIRECT where allowed) for about max_seconds, and
+ * removes the file. *gbps: 1e9 bytes per second. *direct: 0 when the
+ * filesystem refused O_DIRECT (the rate then includes its page cache). */
+SLUICE_API sluice_status sluice_probe_disk(const char *dir, uint64_t record_bytes, uint64_t file_bytes,
+                                           double max_seconds, int32_t depth, double *gbps, int32_t *direct,
+                                           char *err, size_t err_cap);
 SLUICE_API sluice_status sluice_plan_config(const char *config_json_path, uint64_t ram_bytes, int32_t context,
                                  const char *trace_path, const char *policy, double disk_gbps,
                                  sluice_config_plan *out, char *err, size_t err_cap);

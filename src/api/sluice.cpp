@@ -21,6 +21,7 @@
 #include "common/output_path.h"
 #include "model/engine.h"
 #include "runtime/cache_replay.h"
+#include "runtime/disk_probe.h"
 #include "runtime/memory_plan.h"
 #include "synth/config_plan.h"
 #include "runtime/cpu_list.h"
@@ -171,6 +172,23 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     }
     opt.lock_memory = cfg.lock_memory != 0;
     opt.metadata_only = cfg.metadata_only != 0;
+    opt.pressure_watch = cfg.no_pressure_watch == 0;
+    if (cfg.pressure_poll_ms < 0 || cfg.pressure_poll_ms > 60000)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: pressure_poll_ms must be in [0, 60000]");
+    opt.pressure_poll_ms = cfg.pressure_poll_ms;
+    opt.pressure_reserve = cfg.pressure_reserve_bytes;
+    if (cfg.memory_probe) {
+        sluice_memory_probe_fn fn = cfg.memory_probe;
+        void *user = cfg.memory_probe_user;
+        opt.memory_source = [fn, user](sluice::MemStatus *s) {
+            uint64_t avail = 0;
+            if (!fn(user, &avail)) return false;
+            *s = sluice::MemStatus{};
+            s->have_meminfo = true;
+            s->mem_available = avail;
+            return true;
+        };
+    }
     if (cfg.progress) {
         sluice_progress_fn fn = cfg.progress;
         void *user = cfg.progress_user;
@@ -376,6 +394,14 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->pool_fallbacks = ss.pool_fallbacks;
     out->seconds_vision = ctx->engine.seconds_vision();
     out->images_encoded = ctx->engine.images_encoded();
+    out->pressure_watch = ctx->engine.pressure_watching() ? 1 : 0;
+    out->cache_capacity_bytes = ss.cache_capacity;
+    const sluice::PressureStats ps = ctx->engine.pressure_stats();
+    out->cache_shrinks = ps.shrinks;
+    out->cache_grows = ps.grows;
+    out->cache_bytes_released = ss.bytes_released;
+    out->memory_available = ps.last_available;
+    out->pressure_reserve = ps.reserve;
     return SLUICE_OK;
 }
 
@@ -423,6 +449,14 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->budget = p.budget;
     out->cache = p.cache;
     out->context = context;
+    out->runtime = p.runtime;
+    out->allocator_slack = p.allocator_slack;
+    out->thread_stacks = p.thread_stacks;
+    out->page_tables = p.page_tables;
+    out->threads = p.threads;
+    out->available = p.available;
+    out->reserve = p.reserve;
+    out->max_useful = p.max_useful;
     copy_str(out->ram_source, sizeof(out->ram_source), p.ram_source);
     copy_str(out->choice, sizeof(out->choice), p.choice);
 }
@@ -443,9 +477,11 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
     sluice::Manifest m;
     if (st) st = sluice::parse_manifest(text, mpath, &m);
     sluice::MemoryPlan p;
-    if (st)
-        st = sluice::plan_memory(m, budget, context, 64, cgroup_root ? cgroup_root : "/sys/fs/cgroup",
-                                 "/proc/self/cgroup", &p);
+    if (st) {
+        sluice::MemPaths paths;
+        if (cgroup_root) paths.cgroup_root = cgroup_root;
+        st = sluice::plan_memory(m, budget, context, 64, paths, &p);
+    }
     if (!st) {
         set_err(st.message());
         return st.code();
@@ -457,6 +493,23 @@ sluice_status sluice_plan_model(const char *path, uint64_t budget, int32_t conte
         sluice::vision::VisionConfig vc;
         if (sluice::vision::load_vision_config(path, m.cfg, &vc)) out->vision = sluice::vision::vision_plan_bytes(m, vc);
     }
+    return SLUICE_OK;
+}
+
+sluice_status sluice_probe_disk(const char *dir, uint64_t record_bytes, uint64_t file_bytes, double max_seconds,
+                               int32_t depth, double *gbps, int32_t *direct, char *err, size_t err_cap) {
+    if (!dir || !*dir || !gbps) {
+        if (err && err_cap) copy_str(err, err_cap, "sluice_probe_disk: dir and gbps are required");
+        return SLUICE_E_ARG;
+    }
+    sluice::DiskProbeResult r;
+    const sluice::Status st = sluice::probe_disk(dir, record_bytes, file_bytes, max_seconds, depth, &r);
+    if (!st) {
+        if (err && err_cap) copy_str(err, err_cap, st.message());
+        return st.code();
+    }
+    *gbps = r.gbps;
+    if (direct) *direct = r.direct ? 1 : 0;
     return SLUICE_OK;
 }
 

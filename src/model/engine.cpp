@@ -48,8 +48,15 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
         vision_bytes = vision::vision_plan_bytes(c_.manifest(), vcfg_);
     }
     // The plan refuses an under-floor budget before anything large is loaded.
-    SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, opt_.cgroup_root,
-                           opt_.proc_cgroup, &plan_, vision_bytes));
+    MemPaths paths;
+    paths.cgroup_root = opt_.cgroup_root;
+    paths.proc_cgroup = opt_.proc_cgroup;
+    // Threads whose stacks the plan counts: the compute pool, the readers
+    // (io_uring needs none, but which engine runs is decided later), the
+    // pool's pre-faulter, the pressure watcher and the caller.
+    const int threads = std::max(1, opt_.n_threads) + opt_.io_depth + 3;
+    SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, paths, &plan_,
+                           vision_bytes, threads));
     progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
     if (want_tower) {
@@ -97,6 +104,14 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
         } else if (!opt_.hotlist.empty()) {
             return hs;  // a named hotlist must load; the default one is optional
         }
+    }
+    if (opt_.pressure_watch && so.cache_bytes > 0 && geom_.stride > 0) {
+        PressureOptions po;
+        po.reserve = opt_.pressure_reserve;
+        po.poll_ms = opt_.pressure_poll_ms;
+        po.source = opt_.memory_source;
+        po.paths = paths;
+        watch_ = std::make_unique<PressureWatch>(experts_.get(), (uint64_t)geom_.stride, plan_.ram_limit, po);
     }
     init_rope();
     reset();

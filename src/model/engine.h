@@ -13,6 +13,7 @@
 #include "model/weights.h"
 #include "runtime/expert_store.h"
 #include "runtime/memory_plan.h"
+#include "runtime/pressure_watch.h"
 #include "runtime/route_trace.h"
 #include "vision/tower.h"
 
@@ -49,6 +50,13 @@ struct EngineOptions {
     std::string hotlist;         // usage file to pre-warm the cache from ("" = usage.waste if present)
     bool preload_hotlist = true;
     std::string cgroup_root = "/sys/fs/cgroup", proc_cgroup = "/proc/self/cgroup";
+    // Memory pressure (runtime/pressure_watch.h): shrink the expert cache
+    // when other processes take the memory, grow it back when they give it
+    // back. Timing only.
+    bool pressure_watch = true;
+    uint64_t pressure_reserve = 0;  // 0 = default_pressure_reserve(RAM limit)
+    int pressure_poll_ms = 0;       // 0 = 200
+    std::function<bool(MemStatus *)> memory_source;  // empty = /proc and the cgroup (tests inject)
     bool vq4p_diag = false;   // record VQ4P rounding decisions near a boundary
     double vq4p_band = 1e-4;  // ... within this many code units of it
     Vq4pEntry vq4p_flip;      // round this entry the other way (layer >= 0)
@@ -104,6 +112,12 @@ public:
     ExpertStats expert_stats() const { return experts_->stats(); }
     StoreStats store_stats() const { return experts_->store_stats(); }
     const MemoryPlan &memory_plan() const { return plan_; }
+    bool pressure_watching() const { return watch_ != nullptr; }
+    PressureStats pressure_stats() const { return watch_ ? watch_->stats() : PressureStats{}; }
+    // One reading and decision now (tests; the watcher thread polls anyway).
+    void pressure_poll() {
+        if (watch_) watch_->poll_once();
+    }
     void set_route_replay(std::shared_ptr<const RouteTrace> tr) { opt_.route_replay = std::move(tr); }
     // Writes the learned hotlist (per-expert use counts) to path.
     Status save_usage(const std::string &path) const;
@@ -173,6 +187,7 @@ private:
     std::unique_ptr<ThreadPool> pool_;
     Ops ops_;
     std::unique_ptr<ExpertStore> experts_;
+    std::unique_ptr<PressureWatch> watch_;  // after experts_: stopped before the store goes
     MemoryPlan plan_;
     ExpertGeom geom_;
     std::vector<float> rope_freq_;

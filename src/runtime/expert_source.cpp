@@ -79,8 +79,10 @@ std::shared_ptr<RecordPool> RecordPool::create(size_t slot_bytes, size_t slots) 
             lk.lock();
             if (!ok) break;
             done += n;
+            p->populated_ = done;
         }
     });
+    pool->resident_ = slots;
     pool->free_.reserve(slots);
     for (size_t i = slots; i-- > 0;) pool->free_.push_back(pool->base_ + i * pool->slot_);
     return pool;
@@ -99,9 +101,13 @@ RecordPool::~RecordPool() {
 RecordBytes RecordPool::take() {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        if (!free_.empty()) {
-            uint8_t *p = free_.back();
-            free_.pop_back();
+        // Resident slots first; a released one (faulted in again on use)
+        // rather than a mapping of its own, which would cost the same pages.
+        std::vector<uint8_t *> &from = !free_.empty() ? free_ : released_;
+        if (!from.empty()) {
+            uint8_t *p = from.back();
+            from.pop_back();
+            if (&from == &released_) resident_++;
             const size_t top = (size_t)(p - base_) + slot_;
             if (top > high_water_) {
                 high_water_ = top;
@@ -115,9 +121,44 @@ RecordBytes RecordPool::take() {
     return b;
 }
 
+uint64_t RecordPool::release_locked(uint8_t *p) {
+    // Pages past what was ever faulted in were never resident: not counted.
+    const size_t off = (size_t)(p - base_), faulted = std::max(populated_, high_water_);
+    ::madvise(p, slot_, MADV_DONTNEED);
+    released_.push_back(p);
+    resident_--;
+    const uint64_t b = off < faulted ? (uint64_t)std::min(slot_, faulted - off) : 0;
+    bytes_released_ += b;
+    return b;
+}
+
 void RecordPool::give(uint8_t *p) {
     std::lock_guard<std::mutex> lk(mu_);
-    free_.push_back(p);
+    if (resident_ > limit_) release_locked(p);
+    else free_.push_back(p);
+}
+
+uint64_t RecordPool::set_resident_limit(size_t n) {
+    std::lock_guard<std::mutex> lk(mu_);
+    limit_ = n;
+    uint64_t freed = 0;
+    if (resident_ > limit_) {
+        // The pre-faulter would fault released slots back in: from now on
+        // slots fault in at first use.
+        stop_populate_ = true;
+        cv_populate_.notify_all();
+    }
+    while (resident_ > limit_ && !free_.empty()) {
+        uint8_t *p = free_.back();
+        free_.pop_back();
+        freed += release_locked(p);
+    }
+    return freed;
+}
+
+uint64_t RecordPool::bytes_released() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return bytes_released_;
 }
 
 size_t RecordPool::fallbacks() const {

@@ -5,6 +5,7 @@
 #pragma once
 #include <condition_variable>
 #include <memory>
+#include <cstdint>
 #include <thread>
 #include <mutex>
 #include <vector>
@@ -50,17 +51,33 @@ public:
     size_t slot_bytes() const { return slot_; }
     size_t fallbacks() const;  // takes that found no free slot
 
+    // At most `n` slots keep their memory (memory pressure, issue 14): free
+    // slots past that are returned to the OS now (MADV_DONTNEED), and slots
+    // given back while past it are returned as they come. A returned slot
+    // is still handed out when nothing else is free (it faults in again),
+    // so a caller is slower, never stuck. n >= slots() lifts the limit.
+    // Returns the bytes returned now.
+    uint64_t set_resident_limit(size_t n);
+    uint64_t bytes_released() const;  // since creation
+
 private:
     RecordPool() = default;
     friend struct RecordFree;
     void give(uint8_t *p);
     bool owns(const uint8_t *p) const { return p >= base_ && p < base_ + slot_ * slots_; }
+    uint64_t release_locked(uint8_t *p);  // madvise; bytes that were faulted in
+
 
     uint8_t *base_ = nullptr, *map_base_ = nullptr;
     size_t map_bytes_ = 0, slot_ = 0, slots_ = 0;
     mutable std::mutex mu_;
     std::vector<uint8_t *> free_;
     size_t fallbacks_ = 0;
+    std::vector<uint8_t *> released_;  // free slots whose memory went back to the OS
+    size_t limit_ = SIZE_MAX;          // slots that may keep their memory
+    size_t resident_ = 0;              // slots not in released_ (free or in use)
+    uint64_t bytes_released_ = 0;
+    size_t populated_ = 0;             // bytes from base_ the pre-faulter has reached (under mu_)
     bool stop_populate_ = false;   // under mu_
     size_t high_water_ = 0;        // bytes from base_ up to the highest slot handed out (under mu_)
     std::condition_variable cv_populate_;

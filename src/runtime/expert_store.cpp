@@ -50,6 +50,7 @@ Status ExpertStore::init() {
             return Status(SLUICE_E_NOMEM, "cannot map " + std::to_string(slots) + " expert record buffers of " +
                                               std::to_string(geom_.stride) + " bytes");
     }
+    cap_bytes_ = opt_.cache_bytes;
     const size_t cap = geom_.stride > 0 ? (size_t)(opt_.cache_bytes / (uint64_t)geom_.stride) : 0;
     policy_ = make_cache_policy(opt_.policy, cap);
     if (!policy_)
@@ -124,13 +125,13 @@ Status ExpertStore::read_sync(int layer, int expert, ExpertRef *out) {
 
 void ExpertStore::insert_locked(Key k, const ExpertRef &ref) {
     const uint64_t stride = (uint64_t)geom_.stride;
-    if (opt_.cache_bytes < stride || cache_.count(k)) return;
+    if (cap_bytes_ < stride || cache_.count(k)) return;
     // A record somebody else holds is in use (pinned): never the victim.
     auto pinned = [&](Key q) {
         auto it = cache_.find(q);
         return it != cache_.end() && it->second.use_count() > 1;
     };
-    while (used_bytes_ + stride > opt_.cache_bytes) {
+    while (used_bytes_ + stride > cap_bytes_) {
         Key v;
         if (!policy_->victim(pinned, &v)) return;  // everything pinned
         if (!policy_->admit(k, v)) return;         // not worth its place
@@ -345,7 +346,7 @@ Status ExpertStore::preload(const std::vector<std::pair<int, int>> &order, const
     for (const auto &[l, e] : order) {
         {
             std::lock_guard<std::mutex> lk(mu_);
-            if (used_bytes_ + (uint64_t)geom_.stride > opt_.cache_bytes) break;
+            if (used_bytes_ + (uint64_t)geom_.stride > cap_bytes_) break;
             if (cache_.count(cache_key(l, e))) continue;
         }
         auto b = banks_.find(l);
@@ -374,8 +375,51 @@ StoreStats ExpertStore::store_stats() const {
     s.cache_bytes_used = used_bytes_;
     s.cache_entries = cache_.size();
     s.pool_fallbacks = pool_ ? pool_->fallbacks() : 0;
+    s.cache_capacity = cap_bytes_;
+    s.bytes_released = pool_ ? pool_->bytes_released() : 0;
     if (reads_running_ > 0) s.read_seconds += now_s() - busy_since_;
     return s;
+}
+
+uint64_t ExpertStore::set_cache_capacity(uint64_t bytes) {
+    const uint64_t stride = (uint64_t)geom_.stride;
+    if (stride == 0) return 0;
+    bytes = std::min(bytes, opt_.cache_bytes) / stride * stride;
+    // Evicted records are dropped after the lock: their buffers go back to
+    // the pool, which returns the memory (madvise) outside the store's lock.
+    std::vector<ExpertRef> evicted;
+    uint64_t freed = 0;
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        cap_bytes_ = bytes;
+        // Slots that keep their memory: the cache, the read-ahead allowance
+        // and the record in use outside both (as at init).
+        if (pool_) freed += pool_->set_resident_limit((size_t)((bytes + opt_.prefetch_bytes) / stride + 1));
+        auto pinned = [&](Key q) {
+            auto it = cache_.find(q);
+            return it != cache_.end() && it->second.use_count() > 1;
+        };
+        while (used_bytes_ > cap_bytes_) {
+            Key v;
+            if (!policy_->victim(pinned, &v)) break;  // the rest is in use: it goes at the next insert or call
+            policy_->erased(v);
+            auto it = cache_.find(v);
+            evicted.push_back(std::move(it->second));
+            cache_.erase(it);
+            used_bytes_ -= stride;
+        }
+    }
+    if (pool_) {
+        const uint64_t before = pool_->bytes_released();
+        evicted.clear();
+        freed += pool_->bytes_released() - before;
+    }
+    return freed;
+}
+
+uint64_t ExpertStore::cache_capacity() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return cap_bytes_;
 }
 
 std::vector<std::pair<std::pair<int, int>, uint32_t>> ExpertStore::usage() const {

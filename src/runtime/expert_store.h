@@ -44,6 +44,8 @@ struct StoreStats {
     bool direct_io = false;      // false when the filesystem refused O_DIRECT
     uint64_t cache_bytes_used = 0, cache_entries = 0;
     uint64_t pool_fallbacks = 0;  // reads that found every pooled buffer taken
+    uint64_t cache_capacity = 0;  // now: the configured size, or less after memory pressure
+    uint64_t bytes_released = 0;  // record buffer memory returned to the OS by shrinking
     std::string io_engine, policy, io_note;  // what runs, and why io_uring does not (if so)
     int io_depth = 0;
 };
@@ -64,6 +66,15 @@ public:
     Status preload(const std::vector<std::pair<int, int>> &order, const std::vector<uint32_t> &counts);
     ExpertStats stats() const override;
     StoreStats store_stats() const;
+    // Memory pressure (pressure_watch.h): the cache's capacity, between 0
+    // and the configured size. Shrinking evicts unpinned records now, in
+    // the policy's order, and returns their buffers' memory to the OS;
+    // records in use go when released. Growing only allows refilling.
+    // Which records are cached never changes results, only timing.
+    // Returns the bytes returned to the OS now.
+    uint64_t set_cache_capacity(uint64_t bytes);
+    uint64_t cache_capacity() const;
+    uint64_t configured_cache_bytes() const { return opt_.cache_bytes; }
     // Per-(layer, expert) use counts since open, for the learned hotlist.
     std::vector<std::pair<std::pair<int, int>, uint32_t>> usage() const;
 
@@ -101,6 +112,7 @@ private:
     std::unordered_map<Key, std::shared_ptr<Inflight>> inflight_;
     std::unordered_map<Key, uint32_t> usage_;
     uint64_t used_bytes_ = 0;
+    uint64_t cap_bytes_ = 0;  // current capacity (<= opt_.cache_bytes), under mu_
     uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
     int reads_running_ = 0;
     double busy_since_ = 0;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "quant/qtensor.h"
 
@@ -56,15 +57,53 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
-                   const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes) {
+int default_thread_count() {
+    const unsigned hw = std::thread::hardware_concurrency();
+    return (int)std::max(1u, hw) + 8 + 3;
+}
+
+uint64_t budget_reserve(uint64_t ram_limit) { return std::max<uint64_t>(1ull << 30, ram_limit / 10); }
+
+uint64_t default_budget(uint64_t floor, uint64_t max_useful, uint64_t ram_limit, uint64_t available,
+                        std::string *why) {
+    max_useful = std::max(max_useful, floor);
+    uint64_t cap;
+    std::string rule;
+    if (available > 0) {
+        // A cgroup limit whose usage could not be read still bounds it.
+        available = std::min(available, ram_limit);
+        const uint64_t r = budget_reserve(ram_limit);
+        cap = available > r ? available - r : 0;
+        rule = format_size(available) + " available now - " + format_size(r) +
+               " left to the OS and page cache (max(1 GiB, 10 % of " + format_size(ram_limit) + "))";
+    } else {
+        cap = ram_limit / 4 * 3;
+        rule = "3/4 of " + format_size(ram_limit) + " (available memory not measured)";
+    }
+    uint64_t b = cap;
+    if (b >= max_useful) {
+        b = max_useful;
+        rule = "floor + every expert record (the model can use no more; " + rule + " = " + format_size(cap) + ")";
+    } else if (b <= floor) {
+        b = floor;
+        rule = "floor (" + rule + " = " + format_size(cap) + " is not above it: the cache stays at its minimum)";
+    }
+    if (why) *why = rule;
+    return b;
+}
+
+Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
+                   MemoryPlan *out, uint64_t vision_bytes, int threads) {
     std::string source;
-    const uint64_t ram = ram_limit_bytes(cgroup_root, proc_cgroup, &source);
-    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes);
+    const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
+    const MemStatus ms = read_mem_status(paths);
+    const uint64_t avail = ms.available();
+    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
-                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes) {
+                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
+                           uint64_t available) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     for (const TrunkEntry &t : m.trunk) {
@@ -98,35 +137,52 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     p.min_cache = 2ull * (uint64_t)c.top_k * p.record;
     p.working_set = (uint64_t)n_moe * (uint64_t)c.top_k * p.record;
     // Scratch: per-chunk activations (a generous 16 vectors of the widest
-    // projection per token), gate/up VQ tables per token of a chunk, the
-    // logits, and a fixed allowance for code, libraries and allocator slack:
-    // 128 MiB, because at --chunk 1 on the 48B-shaped container 64 MiB let
-    // peak RSS reach 1.015x of a 2 GiB budget (2026-12-03, bench_budget).
+    // projection per token), gate/up VQ tables per token of a chunk, and
+    // the logits.
     const uint64_t widest = (uint64_t)std::max<int64_t>(
         {c.hidden, (int64_t)c.kda_heads * c.kda_dim, (int64_t)c.n_heads * (c.d_nope + c.d_rope + c.d_v), c.inter,
          (int64_t)c.shared_width(), c.n_experts});
     const uint64_t nv_in = (uint64_t)c.expert_in() / 8;
     const uint64_t tables = 2ull * nv_in * (uint64_t)m.eq.stages * 256 * 4;
-    p.scratch = (uint64_t)chunk * (16 * widest * 4 + tables) + (uint64_t)c.vocab * 4 * (uint64_t)chunk +
-                (128ull << 20);
+    p.scratch = (uint64_t)chunk * (16 * widest * 4 + tables) + (uint64_t)c.vocab * 4 * (uint64_t)chunk;
     p.vision = vision_bytes;
-    p.floor = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision;
+    // Fixed allowances, 128 MiB together as before they were named: at
+    // --chunk 1 on the 48B-shaped container 64 MiB in all let peak RSS reach
+    // 1.015x of a 2 GiB budget (2026-12-03, bench_budget).
+    // Code, libraries and static data of the process.
+    p.runtime = 64ull << 20;
+    // glibc keeps freed heap: its mmap threshold rises with use up to 32 MiB
+    // (64-bit), so freed blocks that size stay in the heap, and the top of a
+    // heap is returned only past twice that.
+    p.allocator_slack = 64ull << 20;
+    // A thread's stack is resident as far as it was touched; 2 MiB each, a
+    // transparent huge page's worth, which is what one touch can fault in
+    // where THP is "always".
+    p.threads = threads > 0 ? threads : default_thread_count();
+    p.thread_stacks = (uint64_t)p.threads * (2ull << 20);
+    const uint64_t base = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
+                          p.allocator_slack + p.thread_stacks;
+    // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
+    // resident; huge pages need fewer, so this is the most they take.
+    const uint64_t floor_pt = (base + 511) / 512;
+    p.floor = base + floor_pt;
     p.ram_limit = ram_limit;
     p.ram_source = ram_source;
+    p.available = available;
+    p.reserve = budget_reserve(ram_limit);
+    // Never more cache than there are experts (the engine caps what it
+    // reserves the same way): a tiny model under a large budget otherwise
+    // planned gigabytes of cache for kilobytes of records.
+    uint64_t expert_total = 0;
+    for (const auto &[L, b] : m.banks) expert_total += (uint64_t)b.bytes;
+    const uint64_t cache_cap = expert_total + p.min_cache / 2;
+    // The room beyond the floor that holds every record, with its page tables.
+    const uint64_t full_room = cache_cap > p.min_cache ? (cache_cap - p.min_cache) / 512 * 513 + 513 : 0;
+    p.max_useful = p.floor + full_room;
 
     if (budget == 0) {
-        const uint64_t cap = p.ram_limit / 4 * 3;
-        p.budget = p.floor;
-        p.choice = "floor (nothing larger fits under 3/4 of " + format_size(p.ram_limit) + ")";
-        for (int k : {3, 2, 1}) {
-            const uint64_t b = p.floor + (uint64_t)k * p.working_set;
-            if (b <= cap) {
-                p.budget = b;
-                p.choice = "floor + " + std::to_string(k) + " token working set" + (k > 1 ? "s" : "") +
-                           " (fits under 3/4 of " + format_size(p.ram_limit) + " from " + p.ram_source + ")";
-                break;
-            }
-        }
+        p.budget = default_budget(p.floor, p.max_useful, p.ram_limit, available, &p.choice);
+        p.choice += " [RAM limit from " + p.ram_source + "]";
     } else {
         if (budget < p.floor)
             return Status(SLUICE_E_NOMEM, "budget " + format_size(budget) + " is under the memory floor of " +
@@ -135,15 +191,16 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         p.budget = budget;
         p.choice = "given";
     }
-    p.cache = p.budget - p.floor + p.min_cache;
-    // Never more cache than there are experts (the engine caps what it
-    // reserves the same way): a tiny model under a large budget otherwise
-    // planned gigabytes of cache for kilobytes of records.
-    uint64_t expert_total = 0;
-    for (const auto &[L, b] : m.banks) expert_total += (uint64_t)b.bytes;
-    if (p.cache > expert_total + p.min_cache / 2) {
-        p.cache = expert_total + p.min_cache / 2;
-        p.choice += "; cache capped at every expert record (" + format_size(expert_total) + ")";
+    // The room beyond the floor holds cache records and their page tables:
+    // 512 bytes of records per 513 of room.
+    const uint64_t room = p.budget - p.floor;
+    const uint64_t room_records = room / 513 * 512 + room % 513 * 512 / 513;
+    p.cache = p.min_cache + room_records;
+    p.page_tables = floor_pt + (room - room_records);
+    if (p.cache > cache_cap) {
+        p.cache = cache_cap;
+        p.page_tables = floor_pt + (p.cache > p.min_cache ? (p.cache - p.min_cache + 511) / 512 : 0);
+        if (budget) p.choice += "; cache capped at every expert record (" + format_size(expert_total) + ")";
     }
     *out = p;
     return Status::ok();

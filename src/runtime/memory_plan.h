@@ -6,6 +6,7 @@
 #include <string>
 
 #include "format/manifest.h"
+#include "runtime/mem_status.h"
 
 namespace sluice {
 
@@ -13,14 +14,24 @@ struct MemoryPlan {
     uint64_t trunk = 0;        // resident trunk tensors (embedding rows stay on disk)
     uint64_t kda_state = 0;    // KDA state and conv rings, all KDA layers
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
-    uint64_t scratch = 0;      // activations, VQ tables, I/O buffers, runtime overhead
+    uint64_t scratch = 0;      // activations, VQ tables and logits for one prefill chunk
     uint64_t min_cache = 0;    // 2 x top-k expert records: one layer in use, one read ahead
     uint64_t vision = 0;       // K3 vision tower and image activations, when images are enabled
-    uint64_t floor = 0;        // sum of the above
+    // What the kernel keeps resident beyond the data itself (issue 14: a
+    // budget that left these out let RSS reach the budget's edge and past):
+    uint64_t runtime = 0;          // code, libraries, static data, the process's own bookkeeping
+    uint64_t allocator_slack = 0;  // freed heap the allocator keeps instead of returning
+    uint64_t thread_stacks = 0;    // resident stack of every thread the engine runs
+    uint64_t page_tables = 0;      // 8-byte entries for every 4 KiB page of the budget (floor and cache)
+    int threads = 0;               // threads counted in thread_stacks
+    uint64_t floor = 0;        // sum of the above (the cache's page tables excepted: they come out of the cache)
     uint64_t record = 0;       // bytes of one expert record
     uint64_t working_set = 0;  // records one token touches: MoE layers x top-k
     uint64_t ram_limit = 0;    // RAM this process may use
     std::string ram_source;    // where ram_limit came from
+    uint64_t available = 0;    // MemAvailable (capped by the cgroup's room) when planned; 0 = not measured
+    uint64_t reserve = 0;      // left to the OS and page cache by the default budget
+    uint64_t max_useful = 0;   // the budget at which every expert record fits in the cache
     uint64_t budget = 0;       // chosen or given
     uint64_t cache = 0;        // expert cache bytes = budget - floor + min_cache
     std::string choice;        // how the budget was chosen
@@ -31,17 +42,47 @@ struct MemoryPlan {
 // memory.high over this cgroup and its ancestors, else physical RAM.
 uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc_cgroup, std::string *source);
 
-// budget 0 = choose: the largest of floor + 3, + 2 or + 1 working sets that
-// fits under 3/4 of the RAM limit, else the floor. A budget under the floor
-// is refused with an error naming the floor.
-// vision_bytes (vision/config.h) is part of the floor: 0 without images.
-Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const std::string &cgroup_root,
-                   const std::string &proc_cgroup, MemoryPlan *out, uint64_t vision_bytes = 0);
+// budget 0 = choose (default_budget below, from this machine's MemAvailable
+// and cgroup now). A budget under the floor is refused with an error naming
+// the floor. vision_bytes (vision/config.h) is part of the floor: 0 without
+// images. threads: every thread the engine will run (compute pool, readers,
+// helpers); 0 = default_thread_count().
+Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
+                   MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0);
+
+// The same with only the cgroup tree named (/proc/meminfo and PSI as they are).
+inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk,
+                          const std::string &cgroup_root, const std::string &proc_cgroup, MemoryPlan *out,
+                          uint64_t vision_bytes = 0) {
+    MemPaths paths;
+    paths.cgroup_root = cgroup_root;
+    paths.proc_cgroup = proc_cgroup;
+    return plan_memory(m, budget, ctx, chunk, paths, out, vision_bytes);
+}
 
 // The same with the RAM limit given instead of read from this machine: what
 // `sluice plan --config` uses to plan for machines other than this one.
+// available 0: not measured (a machine that does not exist yet).
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
-                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0);
+                           const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0,
+                           int threads = 0, uint64_t available = 0);
+
+// Threads counted when the caller does not say: one compute thread per CPU,
+// the default 8 readers, and 3 helpers (pool pre-faulter, pressure watcher,
+// the caller).
+int default_thread_count();
+
+// What the default budget leaves to the OS, other programs and the page
+// cache they need: max(1 GiB, 10 % of the RAM limit).
+uint64_t budget_reserve(uint64_t ram_limit);
+
+// The default budget: the most this machine will keep resident, never under
+// the floor nor over max_useful. With available measured (> 0):
+// min(available, ram_limit) - budget_reserve(ram_limit). Without: 3/4 of ram_limit (a machine planned
+// before it exists: its OS, desktop and page cache are taken as a quarter).
+// *why says which rule bound.
+uint64_t default_budget(uint64_t floor, uint64_t max_useful, uint64_t ram_limit, uint64_t available,
+                        std::string *why);
 
 // "2G", "1.5GiB", "512M", "1073741824" -> bytes. False on junk.
 bool parse_size(const std::string &s, uint64_t *out);

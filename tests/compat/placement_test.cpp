@@ -240,15 +240,17 @@ TEST(MemoryPlan, FakeCgroupLimitDrivesTheAutomaticBudget) {
     sluice_memory_plan p;
     char err[512];
     const std::string model = container_path("kimi-linear-tiny");
-    // A generous memory.high: the automatic budget takes floor + 3 working sets.
+    // A generous memory.high: the automatic budget takes all the tiny model
+    // can use (its floor and every expert record).
     std::ofstream(root / "memory.max") << "max\n";
     std::ofstream(root / "memory.high") << (8ull << 30) << "\n";
     ASSERT_EQ(sluice_plan_model(model.c_str(), 0, 4096, root.c_str(), &p, err, sizeof err), SLUICE_OK) << err;
     std::printf("limit %.2f GiB from %s -> budget %.1f MiB: %s\n", p.ram_limit / 1073741824.0, p.ram_source,
                 p.budget / 1048576.0, p.choice);
     EXPECT_EQ(p.ram_limit, 8ull << 30);
-    EXPECT_EQ(p.budget, p.floor + 3 * p.working_set);
-    // A limit below 4/3 of the floor: the plan falls back to the floor.
+    EXPECT_EQ(p.budget, p.max_useful);
+    // A limit that leaves less than the floor after the 1 GiB reserve: the
+    // plan falls back to the floor.
     std::ofstream(root / "memory.max") << (p.floor + p.floor / 4) << "\n";
     ASSERT_EQ(sluice_plan_model(model.c_str(), 0, 4096, root.c_str(), &p, err, sizeof err), SLUICE_OK) << err;
     std::printf("limit %.1f MiB from %s -> budget %.1f MiB: %s\n", p.ram_limit / 1048576.0, p.ram_source,
