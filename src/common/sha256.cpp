@@ -2,6 +2,10 @@
 
 #include <openssl/evp.h>
 
+#if defined(__x86_64__) || defined(_M_X64)
+#include <cpuid.h>
+#endif
+
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -38,9 +42,13 @@ std::string to_hex(const uint8_t *md, size_t n) {
 
 bool Sha256::has_sha_ni() {
 #if defined(__x86_64__) || defined(_M_X64)
+    // CPUID itself: clang 14's __builtin_cpu_supports knows no "sha".
     static const bool yes = [] {
-        __builtin_cpu_init();
-        return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") && __builtin_cpu_supports("ssse3");
+        unsigned a, b, c, d;
+        if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+        const bool ssse3 = c & (1u << 9), sse41 = c & (1u << 19);
+        if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+        return ssse3 && sse41 && (b & (1u << 29)) != 0;  // leaf 7 EBX bit 29: SHA
     }();
     return yes;
 #else
