@@ -30,6 +30,16 @@ ALLOWED = {
     # files out (convert, synth, kld) and the server are linked beside it.
     "cli": {"common", "server", "convert", "synth", "kld"},
 }
+# Known exceptions, each to be removed rather than added to: the CLI's
+# option validators still call the runtime's size and CPU-list parsers (they
+# belong in src/common), and `sluice kld inspect` reads safetensors headers
+# through src/format directly.
+EXCEPTIONS = {
+    ("cli/cli_checks.h", "runtime"),
+    ("cli/serve_command.cpp", "runtime"),
+    ("cli/main.cpp", "runtime"),
+    ("cli/kld/kld_commands.cpp", "format"),
+}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/')
 
 
@@ -57,8 +67,9 @@ def main():
                         if not m:
                             continue
                         checked += 1
-                        if m.group(1) not in ok:
-                            bad.append(f"{os.path.relpath(path, root)}:{n}: {layer} may not include "
+                        rel_path = os.path.relpath(path, root).replace(os.sep, "/")
+                        if m.group(1) not in ok and (rel_path, m.group(1)) not in EXCEPTIONS:
+                            bad.append(f"{rel_path}:{n}: {layer} may not include "
                                        f"\"{m.group(1)}/...\" (allowed: {', '.join(sorted(ok))})")
     for b in bad:
         print(b)

@@ -32,7 +32,7 @@ ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/mode
   src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp src/vision/config.cpp
   src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
   src/format/platform_io.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
-  src/format/expert_record.cpp src/common/sha256.cpp src/common/sha256_ni.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
+  src/format/expert_record.cpp src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
   src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp"
 case "$(uname -m)" in
   x86_64) ENGINE+=" src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp" ;;
@@ -49,7 +49,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 
 # harness: sources besides tests/fuzz/<harness>.cpp
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
-SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp"
+SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp"
   [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp

@@ -79,7 +79,7 @@ typedef struct sluice_config {
     const char *cgroup_root; /* NULL = /sys/fs/cgroup (tests point it at a fake tree) */
     int32_t io_depth;       /* expert reads in flight; 0 = io_threads if set, else 8 */
     int32_t io_engine;      /* sluice_io_engine */
-    const char *cache_policy; /* "freq" (NULL: default), "lfru" or "lru" */
+    const char *cache_policy; /* "freq" (NULL: default), "pred", "lfru" or "lru" */
     int32_t vision;         /* non-zero: load K3's vision tower, if the container has one, for
                                the sluice_image_* functions; its bytes join the memory floor */
     /* Fields below were added after 0.1.0's first layout: struct_size tells

@@ -4,7 +4,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include <vector>
 
 namespace sluice {

@@ -47,7 +47,7 @@ private:
 };
 
 std::string sha256_hex(std::string_view bytes);
-// Hashes a whole file in 1 MiB reads; *size receives its length if not null.
-Status sha256_file(const std::string &path, std::string *hex, uint64_t *size = nullptr);
+// sha256_file (a whole file) is in format/file_sha256.h: it reads through
+// src/format's File, and src/common sits below src/format.
 
 }  // namespace sluice

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include "convert/checkpoint.h"
 #include "convert/experts.h"
 #include "convert/hfconfig.h"

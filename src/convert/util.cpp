@@ -11,7 +11,7 @@
 #include <mutex>
 
 #include "common/output_path.h"
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include "format/file.h"
 
 namespace sluice::convert {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include "format/f16.h"
 
 namespace sluice {

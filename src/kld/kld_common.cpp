@@ -1,5 +1,7 @@
 #include "kld/kld_common.h"
 
+#include "format/file_sha256.h"
+
 #include "common/output_path.h"
 
 #include <charconv>

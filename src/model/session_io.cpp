@@ -10,7 +10,7 @@
 
 #include "common/output_path.h"
 #include "format/io_fault.h"
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include "format/file.h"
 #include "model/engine.h"
 

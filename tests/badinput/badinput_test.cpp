@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/sha256.h"
+#include "format/file_sha256.h"
 #include "fixtures_util.h"
 #include "sluice/sluice.h"
 

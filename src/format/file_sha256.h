@@ -1,0 +1,17 @@
+// SHA-256 of a whole file, read through File (pread, bounded buffer). Here
+// rather than in src/common because it reads files: common sits below
+// format and includes nothing of it (scripts/check_layers.py).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "common/sha256.h"
+#include "common/status.h"
+
+namespace sluice {
+
+// Hashes a whole file in reads of at most 1 MiB; *size receives its length
+// if not null.
+Status sha256_file(const std::string &path, std::string *hex, uint64_t *size = nullptr);
+
+}  // namespace sluice
