@@ -35,9 +35,10 @@ void add_selection(CLI::App* c, SelArgs* s) {
 }
 
 void add_progress(CLI::App* c, ProgressArgs* p) {
-    auto* on = c->add_flag("--progress", p->on, "show progress on stderr even when it is not a terminal");
-    auto* off = c->add_flag("--no-progress", p->off, "no progress display");
-    on->excludes(off);
+    // Both given is refused after parsing (main_kld_checked), in the words
+    // the tests and scripts know.
+    c->add_flag("--progress", p->on, "show progress on stderr even when it is not a terminal");
+    c->add_flag("--no-progress", p->off, "no progress display");
 }
 
 void add_io(CLI::App* c, IoArgs* io) {
@@ -238,6 +239,8 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
         return finish(err(Code::usage, ex.what()), e);
     }
 
+    for (const ProgressArgs* p : {&ca.progress, &cc.progress, &pc.progress, &nc.progress})
+        if (p->on && p->off) return finish(err(Code::usage, "give --progress or --no-progress, not both"), e);
     const Io io{out, e, h};
     Status st;
     if (*make) {
