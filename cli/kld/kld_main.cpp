@@ -35,9 +35,10 @@ void add_selection(CLI::App* c, SelArgs* s) {
 }
 
 void add_progress(CLI::App* c, ProgressArgs* p) {
-    auto* on = c->add_flag("--progress", p->on, "show progress on stderr even when it is not a terminal");
-    auto* off = c->add_flag("--no-progress", p->off, "no progress display");
-    on->excludes(off);
+    // Both given is refused after parsing (main_kld_checked), in the words
+    // the tests and scripts know.
+    c->add_flag("--progress", p->on, "show progress on stderr even when it is not a terminal");
+    c->add_flag("--no-progress", p->off, "no progress display");
 }
 
 void add_io(CLI::App* c, IoArgs* io) {
@@ -95,7 +96,7 @@ CLI::App* add_suite_commands(CLI::App& app, SuiteMakeArgs* mk, SuiteVerifyArgs* 
         ->allow_extra_args(false);
     (*make)->add_option("--tokenizer", mk->tokenizer, "container whose tokenizer encodes the --source texts");
     (*make)->add_flag("--force", mk->force, "replace an existing suite (atomically: the old one stays until the new is whole)");
-    (*make)->footer(kSourcesFooter);
+    (*make)->footer(std::string(kSourcesFooter) + "\n");
 
     *verify = suite->add_subcommand("verify", "check a suite's manifest, token files and hashes");
     (*verify)->option_defaults()->always_capture_default();
@@ -128,7 +129,7 @@ int finish(const Status& st, std::ostream& e) {
 int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, const KldHooks& h) {
     CLI::App app{"sluice kld: the KL-divergence quality suite (../shared/spec/KLD.md §7)", "sluice kld"};
     app.require_subcommand(1);
-    app.footer(std::string(kSelFooter) + "\n" + kProgressFooter);
+    app.footer(std::string(kSelFooter) + "\n" + kProgressFooter + "\n");
 
     SuiteMakeArgs mk;
     SuiteVerifyArgs vf;
@@ -151,7 +152,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     capture->add_option("--chunk", ca.chunk, "tokens per engine call")->check(CLI::Range(1, 1 << 20));
     capture->add_option("--run-name", ca.run_name, "recorded in the manifest");
     capture->add_option("--threads", ca.threads, "engine threads (0: automatic)")->check(CLI::Range(0, 4096));
-    capture->footer(kSelFooter);
+    capture->footer(std::string(kSelFooter) + "\n");
 
     CompareArgs cc;
     CompareOnlyArgs co;
@@ -166,7 +167,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     compare->add_option("--tokens", co.tokens, "write the per-token KL sidecar (for report --tokens)");
     add_compare_options(compare, &cc);
     compare->footer(std::string("stdout: the totals and a per-domain table; with --json, first the per-window JSON "
-                                "lines.\n") + kSelFooter + "\n" + kProgressFooter);
+                                "lines.\n") + kSelFooter + "\n" + kProgressFooter + "\n");
 
     CompareArgs pc;
     PairedArgs pa;
@@ -181,7 +182,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
                                                                  "from --noise, else 0.004)");
     auto* tt = paired->add_option("--tie-tolerance", pa.tie_tolerance, "per-window differences within this are ties");
     add_compare_options(paired, &pc);
-    paired->footer(std::string(kSelFooter) + "\n" + kProgressFooter);
+    paired->footer(std::string(kSelFooter) + "\n" + kProgressFooter + "\n");
 
     CompareArgs nc;
     NoiseArgs na;
@@ -191,7 +192,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     noise->add_option("--runs", na.runs, "RUN1 RUN2 [RUN...]: capture directories of the same model")->required();
     noise->add_option("--reference", nc.reference, "also compare each run against this reference");
     add_compare_options(noise, &nc);
-    noise->footer(std::string(kSelFooter) + "\n" + kProgressFooter);
+    noise->footer(std::string(kSelFooter) + "\n" + kProgressFooter + "\n");
 
     ExportArgs ea;
     auto* exp = app.add_subcommand("export-kld", "write a reference as a llama.cpp .kld file");
@@ -202,7 +203,7 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     add_selection(exp, &ea.sel);
     add_io(exp, &ea.io);
     add_verify(exp, &ea.verify_hashes);
-    exp->footer(kSelFooter);
+    exp->footer(std::string(kSelFooter) + "\n");
 
     ReportArgs ra;
     auto* report = app.add_subcommand("report", "rank compare receipts in one HTML page (and JSON)");
@@ -238,6 +239,8 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
         return finish(err(Code::usage, ex.what()), e);
     }
 
+    for (const ProgressArgs* p : {&ca.progress, &cc.progress, &pc.progress, &nc.progress})
+        if (p->on && p->off) return finish(err(Code::usage, "give --progress or --no-progress, not both"), e);
     const Io io{out, e, h};
     Status st;
     if (*make) {
