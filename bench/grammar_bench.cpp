@@ -37,7 +37,7 @@ static std::vector<std::string> synthetic_vocab(size_t n, uint64_t seed) {
         std::string t;
         switch (rng() % 10) {
         case 0: case 1: case 2: case 3:  // words
-            if (rng() % 2) t = " ";
+            if (rng() % 2) t.assign(1, ' ');
             for (int k = 1 + (int)(rng() % 4); k > 0; k--) t += syll[rng() % std::size(syll)];
             break;
         case 4:  // digits

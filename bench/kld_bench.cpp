@@ -26,12 +26,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eval/kernel.h"
-#include "eval/operand.h"
-#include "eval/safetensors.h"
-#include "eval/suite.h"
+#include "kld/kernels/kernel.h"
+#include "kld/io/operand.h"
+#include "format/safetensors.h"
+#include "kld/io/suite.h"
 
 using namespace sluice::kld;
+using sluice::Status;
+using namespace sluice::st;  // the safetensors reader and writer
 namespace fs = std::filesystem;
 
 namespace {
@@ -138,8 +140,8 @@ int cmd_gen(int argc, char** argv) {
         m.sources.push_back({doms[d], p, per, true});
     }
     Suite s;
-    if (Status st = make_suite(m, &s); st) {
-        std::fprintf(stderr, "suite: %s\n", st.msg.c_str());
+    if (Status st = make_suite(m, &s); !st.is_ok()) {
+        std::fprintf(stderr, "suite: %s\n", st.message().c_str());
         return 1;
     }
     std::vector<int> pos;
@@ -152,8 +154,8 @@ int cmd_gen(int argc, char** argv) {
         co.chunk_rows = 32;
         co.run_name = cand ? "bench-candidate" : "bench-reference";
         CaptureReport rep;
-        if (Status st = capture(&e, s, pos, out + (cand ? "/cand" : "/ref"), co, &rep); st) {
-            std::fprintf(stderr, "capture: %s\n", st.msg.c_str());
+        if (Status st = capture(&e, s, pos, out + (cand ? "/cand" : "/ref"), co, &rep); !st.is_ok()) {
+            std::fprintf(stderr, "capture: %s\n", st.message().c_str());
             return 1;
         }
         total += rep.bytes_written;

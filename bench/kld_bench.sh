@@ -38,7 +38,7 @@ rm -rf "$D"
 drop() { sync; echo 3 > /proc/sys/vm/drop_caches; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
-echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet -- src/eval || echo ' (+ uncommitted src/eval)')"
+echo "== machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores, commit $(git rev-parse --short HEAD)$(git diff --quiet -- src/kld cli/kld || echo ' (+ uncommitted src/kld)')"
 echo "== load average before: $(load); CPU pressure: $(head -1 /proc/pressure/cpu 2>/dev/null)"
 "$BK" gen --out "$D" --windows "$W" --context "$T" --vocab "$V"
 bytes=$(( $(cat "$D"/ref/*.safetensors "$D"/cand/*.safetensors | wc -c) ))

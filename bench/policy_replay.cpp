@@ -11,12 +11,15 @@
 // four, tokens before) could have read ahead. The synthetic generators are
 // routing nobody tuned a policy on: Zipf popularity per layer over a random
 // permutation (exponent 0.8), next-token persistence 0.3, and for "drift" a
-// popularity order that changes a little every token.
+// popularity order that changes a little every token. On synthetic routing
+// an "oracle-p" row ranks by the generator's own probabilities: the
+// reference for what an online rule could learn there.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <set>
 #include <string>
@@ -26,7 +29,65 @@
 
 using namespace sluice;
 
-static RouteTrace synthetic(const std::string &kind, uint64_t seed, int tokens, int layers, int experts, int k) {
+// What the generator draws from, for the oracle-probability policy below.
+struct Generator {
+    std::vector<std::vector<double>> p;  // [layer][expert]: one Zipf draw's probability
+    double persistence = 0.3;
+    int k = 8;
+};
+
+// Not a policy the store can run: it ranks records by the probability, under
+// the generator's own parameters (the initial popularity order, so for
+// "drift" it is slightly stale), that the next visit of their layer uses
+// them. An online rule learns at best these probabilities from the routing
+// it sees, so this row is the reference for what eviction alone can reach
+// here (not a proof of optimality: ranking by next-visit probability is
+// greedy over one token).
+class OracleProbPolicy final : public CachePolicy {
+public:
+    explicit OracleProbPolicy(const Generator &g) : g_(g), last_(g.p.size()), cur_(g.p.size()) {}
+    const char *name() const override { return "oracle-p"; }
+    void access(CacheKey k) override {
+        const int m = (int)(k >> 32), e = (int)(uint32_t)k;
+        if (m != cur_layer_) {  // a new visit of layer m begins
+            if (cur_layer_ >= 0) last_[(size_t)cur_layer_] = cur_[(size_t)cur_layer_];
+            cur_layer_ = m;
+            cur_[(size_t)m].clear();
+        }
+        cur_[(size_t)m].insert(e);
+    }
+    void inserted(CacheKey k) override { res_.insert(k); }
+    void erased(CacheKey k) override { res_.erase(k); }
+    bool victim(const std::function<bool(CacheKey)> &pinned, CacheKey *out) override {
+        bool found = false;
+        double best = 0;
+        for (CacheKey r : res_) {
+            if (pinned(r)) continue;
+            const double s = next_use(r);
+            if (!found || s < best) found = true, best = s, *out = r;
+        }
+        return found;
+    }
+    bool admit(CacheKey k, CacheKey v) override { return next_use(k) >= next_use(v); }
+
+private:
+    double next_use(CacheKey key) const {
+        const int m = (int)(key >> 32), e = (int)(uint32_t)key;
+        // The layer's latest visit is what its next visit persists from.
+        const std::set<int> &prev = m == cur_layer_ ? cur_[(size_t)m] : last_[(size_t)m];
+        const double pe = g_.p[(size_t)m][(size_t)e];
+        const double draws = g_.k * (1.0 - g_.persistence);
+        const double fresh = 1.0 - std::pow(1.0 - pe, draws);
+        return prev.count(e) ? g_.persistence + (1.0 - g_.persistence) * fresh : fresh;
+    }
+    const Generator &g_;
+    std::vector<std::set<int>> last_, cur_;
+    int cur_layer_ = -1;
+    std::set<CacheKey> res_;
+};
+
+static RouteTrace synthetic(const std::string &kind, uint64_t seed, int tokens, int layers, int experts, int k,
+                            Generator *gen) {
     std::mt19937_64 rng(seed);
     RouteTrace tr;
     tr.moe_layers = layers;
@@ -40,6 +101,12 @@ static RouteTrace synthetic(const std::string &kind, uint64_t seed, int tokens, 
     }
     std::vector<double> w((size_t)experts);
     for (int r = 0; r < experts; r++) w[(size_t)r] = 1.0 / std::pow((double)(r + 1), 0.8);
+    double wsum = 0;
+    for (double x : w) wsum += x;
+    gen->k = k;
+    gen->p.assign((size_t)layers, std::vector<double>((size_t)experts));
+    for (int m = 0; m < layers; m++)
+        for (int r = 0; r < experts; r++) gen->p[(size_t)m][(size_t)perm[(size_t)m][(size_t)r]] = w[(size_t)r] / wsum;
     std::uniform_real_distribution<double> u(0, 1);
     std::vector<std::vector<int>> prev((size_t)layers);
     for (int t = 0; t < tokens; t++) {
@@ -103,12 +170,13 @@ int main(int argc, char **argv) {
         }
     }
     RouteTrace tr;
+    Generator gen;
     if (!synth.empty()) {
         if (synth != "zipf" && synth != "drift") {
             std::fprintf(stderr, "--synthetic must be zipf or drift\n");
             return 2;
         }
-        tr = synthetic(synth, seed, tokens, layers, experts > 0 ? experts : 256, k);
+        tr = synthetic(synth, seed, tokens, layers, experts > 0 ? experts : 256, k, &gen);
         if (experts <= 0) experts = 256;
     } else {
         if (path.empty()) {
@@ -137,9 +205,16 @@ int main(int argc, char **argv) {
                         miss ? 100.0 * (double)c.misses_seen_last_token / (double)miss : 0.0,
                         miss ? 100.0 * (double)c.misses_seen_recently / (double)miss : 0.0);
         };
-        for (const char *name : {"lru", "lfru", "freq"}) {
+        for (const char *name : {"lru", "lfru", "freq", "pred"}) {
             auto p = make_cache_policy(name, cap);
             row(name, replay_policy(tr, *p, cap));
+            if (auto *pp = dynamic_cast<PredPolicy *>(p.get()))
+                std::printf("%27s half-life %g visits (0: none), persistence %.3f\n", "pred:",
+                            pp->half_life(pp->chosen()), pp->persistence(pp->chosen()));
+        }
+        if (!synth.empty()) {
+            OracleProbPolicy o(gen);
+            row("oracle-p", replay_policy(tr, o, cap));
         }
         row("belady", opt);
     }

@@ -102,10 +102,10 @@ def med(v):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512]")
+        sys.exit("usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512] [--only cache,nocache]")
     model = sys.argv[1]
     rounds, trace, ttft512 = 2, None, True
-    caches, gen = None, 32
+    caches, gen, only = None, 32, None
     a = sys.argv[2:]
     while a:
         if a[0] == "--rounds": rounds = int(a[1]); a = a[2:]
@@ -116,6 +116,9 @@ def main():
         elif a[0] == "--gen": gen = int(a[1]); a = a[2:]
         elif a[0] == "--replay": trace = a[1]; a = a[2:]
         elif a[0] == "--no-ttft512": ttft512 = False; a = a[1:]
+        # Only some of the default configs ("cache", "nocache"): to add
+        # rounds to one comparison without rerunning the other.
+        elif a[0] == "--only": only = a[1].split(","); a = a[2:]
         else: sys.exit(f"vs_warp: unknown option {a[0]}")
     if not os.access(WARP, os.X_OK):
         sys.exit(f"vs_warp: warp's test_forward not found at {WARP} (set WARP=...)")
@@ -144,6 +147,11 @@ def main():
             else:
                 configs.append((f"cache{gb:g}", int(gb * 1024), ["0", "--cache-bytes", f"{gb:g}G", "--io-depth", str(qd)],
                                 f"cache {gb:g} GiB: warp WASTE_CACHE_MB={int(gb * 1024)} vs sluice floor + {gb:g} GiB"))
+    if only is not None:
+        unknown = [o for o in only if o not in [c[0] for c in configs]]
+        if unknown:
+            sys.exit(f"vs_warp: --only: unknown config {unknown[0]} (have {', '.join(c[0] for c in configs)})")
+        configs = [c for c in configs if c[0] in only]
     res = {c[0]: {"warp": [], "sluice": []} for c in configs}
     for rnd in range(rounds):
         for name, mb, sargs, _ in configs:
@@ -209,7 +217,7 @@ def main():
         print("|---|---|---|---|---|---|---|---|")
         total = expert_set_bytes(model)
         for pct in (3, 6, 12):
-            for pol in ("lru", "lfru", "freq"):
+            for pol in ("lru", "lfru", "freq", "pred"):
                 drop_caches()
                 r = sluice(model, ["0", "--cache-bytes", str(int(total * pct / 100)), "--cache-policy", pol,
                                    "--replay", trace, "--io-depth", str(qd), "--threads", "2", "--prompt", "16",

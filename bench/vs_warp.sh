@@ -8,7 +8,7 @@
 # belongs in benchmarks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -ge 1 ] || { echo "usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512]" >&2; exit 2; }
+[ $# -ge 1 ] || { echo "usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512] [--only cache,nocache]" >&2; exit 2; }
 for b in build/sluice build/bench/bench_budget build/bench/bench_disk_probe; do
   [ -x "$b" ] || { echo "vs_warp: $b missing: build first (bash scripts/build.sh)" >&2; exit 2; }
 done

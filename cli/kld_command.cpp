@@ -1,4 +1,4 @@
-// `sluice kld ...`: the KLD suite (src/eval) wired to the engine and the
+// `sluice kld ...`: the KLD suite (src/kld, options in cli/kld) wired to the engine and the
 // tokenizer through the public C API only.
 #include <iostream>
 #include <unistd.h>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-#include "eval/kld_main.h"
+#include "cli/kld/kld_main.h"
 #include "sluice/sluice.h"
 
 namespace sluice {
@@ -20,13 +20,13 @@ public:
     explicit CapiEngine(sluice_ctx *ctx, std::string path) : ctx_(ctx), path_(std::move(path)) {}
     ~CapiEngine() override { sluice_close(ctx_); }
     int64_t n_vocab() override { return sluice_n_vocab(ctx_); }
-    kld::Status reset() override {
-        return sluice_reset(ctx_) == SLUICE_OK ? kld::Status::Ok() : kld::err(Code::engine, sluice_last_error(ctx_));
+    Status reset() override {
+        return sluice_reset(ctx_) == SLUICE_OK ? Status() : kld::err(Code::engine, sluice_last_error(ctx_));
     }
-    kld::Status eval(const int32_t *tokens, size_t n, float *logits) override {
+    Status eval(const int32_t *tokens, size_t n, float *logits) override {
         if (sluice_eval_all(ctx_, tokens, n, logits) != SLUICE_OK)
             return kld::err(Code::engine, path_ + ": " + sluice_last_error(ctx_));
-        return kld::Status::Ok();
+        return Status();
     }
     kld::json identity() override {
         sluice_info in;
@@ -50,19 +50,19 @@ private:
     std::string path_;
 };
 
-kld::Status open_ctx(const std::string &path, int threads, sluice_ctx **out) {
+Status open_ctx(const std::string &path, int threads, sluice_ctx **out) {
     sluice_config cfg;
     sluice_config_default(&cfg);
     cfg.n_threads = threads;
     cfg.max_context = 1 << 16;  // suite windows are long
     sluice_ctx *ctx = nullptr;
     if (sluice_open(path.c_str(), &cfg, &ctx) != SLUICE_OK) {
-        kld::Status st = kld::err(Code::engine, path + ": " + sluice_last_error(ctx));
+        Status st = kld::err(Code::engine, path + ": " + sluice_last_error(ctx));
         sluice_close(ctx);
         return st;
     }
     *out = ctx;
-    return kld::Status::Ok();
+    return Status();
 }
 
 }  // namespace
@@ -71,15 +71,15 @@ int run_kld(int argc, char **argv) {
     kld::KldHooks hooks;
     hooks.open_engine = [](const std::string &c, int threads, std::unique_ptr<kld::LogitsEngine> *out) {
         sluice_ctx *ctx = nullptr;
-        kld::Status st = open_ctx(c, threads, &ctx);
-        if (!st.ok()) return st;
+        Status st = open_ctx(c, threads, &ctx);
+        if (!st.is_ok()) return st;
         *out = std::make_unique<CapiEngine>(ctx, c);
-        return kld::Status::Ok();
+        return Status();
     };
     hooks.open_tokenizer = [](const std::string &c, kld::TokenizeFn *out, std::string *cls) {
         sluice_ctx *raw = nullptr;
-        kld::Status st = open_ctx(c, 1, &raw);
-        if (!st.ok()) return st;
+        Status st = open_ctx(c, 1, &raw);
+        if (!st.is_ok()) return st;
         std::shared_ptr<sluice_ctx> ctx(raw, sluice_close);
         *cls = "sluice tiktoken BPE (" + c + ")";
         *out = [ctx, c](const std::string &text, std::vector<int32_t> *ids) {
@@ -92,9 +92,9 @@ int run_kld(int argc, char **argv) {
             }
             if (s != SLUICE_OK) return kld::err(Code::engine, c + ": " + sluice_last_error(ctx.get()));
             ids->resize(n);
-            return kld::Status::Ok();
+            return Status();
         };
-        return kld::Status::Ok();
+        return Status();
     };
     hooks.err_is_tty = ::isatty(STDERR_FILENO) != 0;
     return kld::main_kld(argc, argv, std::cout, std::cerr, hooks);

@@ -53,8 +53,8 @@ void add_common(CLI::App *app, Common *c) {
     app->add_option("--io-depth", c->io_depth, "expert reads in flight (default 8)")->check(CLI::Range(0, 256));
     app->add_option("--io-engine", c->io_engine, "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
         ->check(CLI::IsMember({"auto", "uring", "threads"}));
-    app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), lfru, lru")
-        ->check(CLI::IsMember({"freq", "lfru", "lru"}));
+    app->add_option("--cache-policy", c->cache_policy, "expert cache policy: freq (default), pred (learned next-visit probability), lfru, lru")
+        ->check(CLI::IsMember({"freq", "pred", "lfru", "lru"}));
     app->add_flag("--no-readahead", c->no_readahead, "read a layer's experts only when they are needed");
     app->add_flag("--no-lookahead", c->no_lookahead, "no next-layer router guesses");
     app->add_flag("--no-direct", c->no_direct, "buffered reads instead of O_DIRECT");
@@ -792,7 +792,8 @@ int cmd_verify(VerifyArgs &a) {
 }
 
 int main(int argc, char **argv) {
-    // `kld` has its own argument grammar (KLD.md §7.2); `sluice kld help`.
+    // `kld` parses its own options (cli/kld/kld_main.cpp, CLI11 too), so the
+    // KLD tests drive the same front end in-process; `sluice kld help`.
     if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};

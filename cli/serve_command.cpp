@@ -95,8 +95,8 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--io-engine", s->io_engine,
                   "how expert reads run: auto (io_uring if the kernel allows), uring, threads")
         ->check(CLI::IsMember({"auto", "uring", "threads"}));
-    a->add_option("--cache-policy", s->cache_policy, "expert cache policy: freq (default), lfru, lru")
-        ->check(CLI::IsMember({"freq", "lfru", "lru"}));
+    a->add_option("--cache-policy", s->cache_policy, "expert cache policy: freq (default), pred (learned next-visit probability), lfru, lru")
+        ->check(CLI::IsMember({"freq", "pred", "lfru", "lru"}));
     a->add_flag("--no-direct", s->no_direct, "buffered reads instead of O_DIRECT");
     a->add_flag("--no-cache", s->no_cache, "no expert cache beyond the records in use");
     a->add_flag("--no-readahead", s->no_readahead, "read a layer's experts only when they are needed");

@@ -23,24 +23,25 @@ if ! "$CXX" -fsanitize=fuzzer "$OUT/probe.cpp" -o "$OUT/probe" 2>/dev/null; then
 fi
 
 # harness: sources besides tests/fuzz/<harness>.cpp
+FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
+SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp"
   [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp
     src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp"
   [fuzz_hotlist]="src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
   [fuzz_expert_record]="src/format/expert_record.cpp src/format/crc32.cpp"
-  [fuzz_container]="src/format/container.cpp src/format/manifest.cpp src/format/file.cpp src/format/io_fault.cpp
-    src/format/platform_io.cpp src/quant/qtensor.cpp src/common/sha256.cpp"
-  [fuzz_safetensors_convert]="src/convert/safetensors.cpp src/convert/numeric.cpp src/convert/util.cpp
-    src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/sha256.cpp"
-  [fuzz_safetensors_kld]="src/eval/safetensors.cpp src/eval/kld_common.cpp"
+  [fuzz_container]="src/format/container.cpp src/format/manifest.cpp $FILE_IO src/quant/qtensor.cpp $SHA256"
+  [fuzz_safetensors]="src/format/safetensors.cpp $FILE_IO $SHA256"
+  [fuzz_checkpoint]="src/convert/checkpoint.cpp src/convert/numeric.cpp src/convert/util.cpp
+    src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
-  [fuzz_llamakld]="src/eval/llamakld.cpp src/eval/suite.cpp src/eval/kld_common.cpp"
-  [fuzz_suite]="src/eval/suite.cpp src/eval/kld_common.cpp"
+  [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
+  [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
 )
-HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors_convert
-  fuzz_safetensors_kld fuzz_tokenizer fuzz_llamakld fuzz_suite"
+HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
+  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite"
 
 # The Makefile: one object per source (with -MMD header dependencies), one
 # link per harness.
@@ -64,7 +65,9 @@ HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_conta
   done
   # llamakld.cpp's RowStream typeinfo lives with the candidate readers
   # (operand.cpp and what it pulls in); UBSan's vptr check would link them all.
-  echo "$OUT/obj/src/eval/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  echo "$OUT/obj/src/kld/io/llamakld.o: CXXFLAGS += -fno-sanitize=vptr"
+  # The SHA-extensions block code (called only when CPUID reports them).
+  echo "$OUT/obj/src/common/sha256_ni.o: CXXFLAGS += -msha -msse4.1 -mssse3"
   echo "-include \$(shell find $OUT/obj -name '*.d' 2>/dev/null)"
 } > "$OUT/Makefile"
 make -s -f "$OUT/Makefile" -j"${FUZZ_JOBS:-2}" $(for h in ${ONLY:-$HARNESSES}; do printf '%s/%s ' "$OUT" "$h"; done)

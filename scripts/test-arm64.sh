@@ -5,7 +5,7 @@
 # qemu-user), whose default CPU model ("max") has NEON, dotprod and i8mm.
 #
 # What this proves: the code builds for aarch64, the NEON kernels (src/quant,
-# src/eval) are bit-identical to the scalar reference, and the engine's logits
+# src/kld/kernels) are bit-identical to the scalar reference, and the engine's logits
 # on ARM match warp's fixtures as on x86. What it cannot prove: speed (qemu
 # translates every instruction; see docs/PERF.md for the emulated ratios).
 #
@@ -41,7 +41,7 @@ fi
 mkdir -p "$BUILD_DIR"
 DEPS="$(cd "$BUILD_DIR" && pwd)/deps"
 PKGS="libssl-dev libssl3 zlib1g-dev zlib1g libutf8proc-dev libutf8proc2 libgtest-dev libgmock-dev
-      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libstb-dev"
+      libbenchmark-dev libbenchmark1debian nlohmann-json3-dev libstb-dev libcli11-dev"
 stamp="$DEPS/.stamp"  # the package list, and the layout version below
 LAYOUT=2
 if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
@@ -71,7 +71,8 @@ if ! [ -f "$stamp" ] || [ "$(cat "$stamp")" != "$LAYOUT $(echo $PKGS)" ]; then
 fi
 
 # --- cross build -----------------------------------------------------------
-# Only the folders whose tests run here; the server needs cpp-httplib, and
+# Only the folders whose tests run here (kld_fast_tests drives cli/kld, hence
+# libcli11-dev above, header-only); the server needs cpp-httplib, and
 # text/fullscale/oracle drive the x86 CLI or Python against it.
 launcher=()
 if command -v ccache >/dev/null 2>&1; then

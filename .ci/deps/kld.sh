@@ -1,4 +1,4 @@
-# Packages the KLD suite (src/eval, tests/kld) needs. Sourced by .ci/run;
+# Packages the KLD suite (src/kld, cli/kld, tests/kld) needs. Sourced by .ci/run;
 # idempotent: installs only what is missing.
 _kld_pkgs="libssl-dev nlohmann-json3-dev libgtest-dev python3-numpy"
 _kld_missing=""

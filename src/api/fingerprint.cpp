@@ -8,16 +8,6 @@
 #include <vector>
 
 namespace sluice {
-namespace {
-
-void add_tensor(const QTensor &t, std::map<std::string, uint64_t> *fmt_bytes, uint64_t *bytes) {
-    uint64_t b = (uint64_t)(t.rows * t.rowbytes) + 2 * t.scales.size();
-    (*fmt_bytes)[qfmt_name(t.fmt)] += b;
-    *bytes += b;
-}
-
-}  // namespace
-
 ModelSummary summarize(const Engine &e) {
     const ModelConfig &c = e.config();
     const Manifest &m = e.container().manifest();

@@ -10,13 +10,14 @@
 #include <filesystem>
 
 #include "common/sha256.h"
+#include "convert/checkpoint.h"
 #include "convert/experts.h"
 #include "convert/hfconfig.h"
 #include "convert/numeric.h"
-#include "convert/safetensors.h"
 #include "convert/sidefiles.h"
 #include "convert/trunk.h"
 #include "convert/util.h"
+#include "format/manifest.h"
 
 namespace sluice::convert {
 
@@ -131,11 +132,14 @@ static int prepare_output(const ConvertOptions& o, const std::string& fp, Progre
     std::string s;
     if (o.force) return clear_output(dir, err) && write_file_atomic(dir + "/" + kStateFile, fp, err) ? 0 : -1;
     if (file_exists(dir + "/manifest.json")) {
+        // Read as the engine reads it (format/manifest.h): a container that
+        // would not load is never taken for a finished one.
         std::string m;
-        if (read_file(dir + "/manifest.json", &m, err)) {
+        Manifest man;
+        if (read_file(dir + "/manifest.json", &m, err) &&
+            parse_manifest(m, dir + "/manifest.json", &man).is_ok() && !man.provenance_json.empty()) {
             try {
-                const ojson j = ojson::parse(m);
-                if (j.contains("provenance") && j["provenance"].value("fingerprint", "") == fp) return 1;
+                if (ojson::parse(man.provenance_json).value("fingerprint", "") == fp) return 1;
             } catch (const std::exception&) {
             }
         }

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "convert/checkpoint.h"
 #include "convert/convert.h"
 #include "convert/hfconfig.h"
-#include "convert/safetensors.h"
 #include "convert/vq.h"
 
 namespace sluice::convert {

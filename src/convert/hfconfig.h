@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "convert/safetensors.h"
+#include "convert/checkpoint.h"
 
 namespace sluice::convert {
 

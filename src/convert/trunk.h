@@ -5,8 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "convert/checkpoint.h"
 #include "convert/hfconfig.h"
-#include "convert/safetensors.h"
 
 namespace sluice::convert {
 

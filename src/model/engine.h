@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "format/container.h"
-#include "model/ops.h"
+#include "runtime/ops.h"
 #include "model/weights.h"
 #include "runtime/expert_store.h"
 #include "runtime/memory_plan.h"

@@ -12,7 +12,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
     const ModelConfig &cfg = c_.config();
     const KdaWeights &w = w_.layers[(size_t)L].k;
     KdaState &st = kda_[(size_t)L];
-    const int64_t d = cfg.hidden, H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
+    const int64_t H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
     std::vector<float> Q((size_t)(n * C)), Kp((size_t)(n * C)), Vp((size_t)(n * C)), Fa((size_t)(n * D)),
         Z((size_t)(n * C)), Bt((size_t)(n * H)), G((size_t)(n * C)), O((size_t)(n * C));
     ops_.matmul(w.q, Hn, n, Q.data());

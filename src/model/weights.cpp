@@ -72,7 +72,7 @@ struct Binder {
 Status load_weights(const Container &c, ModelWeights *w) {
     const ModelConfig &cfg = c.config();
     const int64_t d = cfg.hidden, V = cfg.vocab;
-    Binder b{c, *w};
+    Binder b{c, *w, {}};
     SLUICE_TRY(c.describe("model.embed_tokens.weight", {V, d}, &w->embed));
     w->trunk_params += (uint64_t)(V * d);
     SLUICE_TRY(b.mat("lm_head.weight", V, d, &w->lm_head));

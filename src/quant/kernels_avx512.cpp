@@ -1,5 +1,13 @@
 // AVX-512 kernels. Compiled with -mavx512f -mavx512bw -mfma for this file
 // only and selected at run time, so the binary still runs on older CPUs.
+// GCC 12's AVX-512 headers build some casts from a deliberately undefined
+// register (__Y = __Y), and -Wmaybe-uninitialized reports it at every inlined
+// use in this file (GCC bug 105593, fixed in GCC 13): no variable of ours is
+// involved, so the two warnings are off here for that compiler only.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 
 #include <algorithm>

@@ -7,12 +7,13 @@ namespace sluice {
 
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string &name, size_t capacity) {
     if (name == "freq" || name.empty()) return std::make_unique<FreqPolicy>(capacity);
+    if (name == "pred") return std::make_unique<PredPolicy>();
     if (name == "lfru") return std::make_unique<LfruPolicy>();
     if (name == "lru") return std::make_unique<LruPolicy>();
     return nullptr;
 }
 
-const char *cache_policy_names() { return "freq|lfru|lru"; }
+const char *cache_policy_names() { return "freq|pred|lfru|lru"; }
 
 // ---- LRU ----------------------------------------------------------------
 
@@ -193,6 +194,158 @@ void FreqPolicy::seed(CacheKey k, uint32_t count) {
     bump(in, (double)count);
     if (in.resident)
         for (int h = 0; h < kH; h++) real_[h].insert({in.key[h], k});
+}
+
+// ---- Next-visit probability ----------------------------------------------
+
+PredPolicy::PredPolicy() : half_{8, 16, 32, 64, 128, 0} {
+    for (double h : half_) alpha_.push_back(h > 0 ? std::exp2(-1.0 / h) : 1.0);
+}
+
+double PredPolicy::decay(int h, uint64_t n) const {
+    return half_[(size_t)h] > 0 ? std::pow(alpha_[(size_t)h], (double)n) : 1.0;
+}
+
+int PredPolicy::chosen() const {
+    // Before any visit has been scored every Brier sum is 0: the last entry
+    // (no decay) wins the tie, the plain frequency.
+    int b = kH - 1;
+    for (int h = 0; h < kH; h++)
+        if (brier_[h] < brier_[b]) b = h;
+    return b;
+}
+
+double PredPolicy::freq(const Rec &r, const Layer &l, int h) const {
+    // Over all of the layer's visits, not those since the record's first
+    // use: counting from the first use made every newcomer look popular
+    // (1 use in 1 visit) and pushed out records that really were.
+    if (!r.used || l.visits == 0) return 0.0;
+    const double a = alpha_[(size_t)h];
+    const double norm = a < 1.0 ? (1.0 - decay(h, l.visits)) / (1.0 - a) : (double)l.visits;
+    return std::min(1.0, r.uses[h] * decay(h, l.visits - r.last_visit) / norm);
+}
+
+double PredPolicy::persistence(int h) const {
+    if (chances_ - fsum_[h] <= 0) return 0.0;
+    return std::clamp((reuse_ - fsum_[h]) / (chances_ - fsum_[h]), 0.0, 1.0);
+}
+
+void PredPolicy::start_visit(int layer) {
+    Layer &l = layers_[layer];
+    // Score the predictions made when the visit that just ended began.
+    if (!l.predicted.empty())
+        for (size_t i = 0; i < l.predicted.size() / kH; i++) {
+            const double y = rec_[l.members[i]].last_visit == l.visits ? 1.0 : 0.0;
+            for (int h = 0; h < kH; h++) {
+                const double d = l.predicted[i * kH + (size_t)h] - y;
+                brier_[h] += d * d;
+            }
+        }
+    // That visit's records get their first chance of reuse in this one.
+    l.prev.swap(l.cur);
+    l.cur.clear();
+    l.visits++;
+    for (CacheKey k : l.prev) {
+        chances_ += 1;
+        const Rec &r = rec_[k];
+        for (int h = 0; h < kH; h++) fsum_[h] += freq(r, l, h);
+    }
+    cur_layer_ = layer;
+    // Predict this visit for every record the layer has used.
+    l.predicted.resize(l.members.size() * kH);
+    double per[kH];
+    for (int h = 0; h < kH; h++) per[h] = persistence(h);
+    for (size_t i = 0; i < l.members.size(); i++) {
+        const Rec &r = rec_[l.members[i]];
+        const bool last = r.last_visit + 1 == l.visits;
+        for (int h = 0; h < kH; h++) {
+            const double f = freq(r, l, h);
+            l.predicted[i * kH + (size_t)h] = last ? per[h] + (1.0 - per[h]) * f : f;
+        }
+    }
+}
+
+void PredPolicy::access(CacheKey k) {
+    const int layer = (int)(k >> 32);
+    Rec &r = rec_[k];
+    auto lit = layers_.find(layer);
+    // A visit ends when another layer runs or this one asks again for a
+    // record it already has (a model with one MoE layer).
+    if (layer != cur_layer_ || lit == layers_.end() || (r.used && r.last_visit == lit->second.visits))
+        start_visit(layer);
+    Layer &l = layers_[layer];
+    if (r.used && r.last_visit + 1 == l.visits) reuse_ += 1;
+    if (!r.used) l.members.push_back(k);
+    for (int h = 0; h < kH; h++) r.uses[h] = (r.used ? r.uses[h] * decay(h, l.visits - r.last_visit) : 0.0) + 1.0;
+    r.used = true;
+    r.last_visit = l.visits;
+    l.cur.push_back(k);
+}
+
+void PredPolicy::inserted(CacheKey k) {
+    Rec &r = rec_[k];
+    if (r.resident) return;
+    r.resident = true;
+    res_pos_[k] = res_.size();
+    res_.push_back(k);
+}
+
+void PredPolicy::erased(CacheKey k) {
+    auto it = rec_.find(k);
+    if (it == rec_.end() || !it->second.resident) return;
+    it->second.resident = false;
+    const size_t i = res_pos_[k];
+    res_pos_[res_.back()] = i;
+    res_[i] = res_.back();
+    res_.pop_back();
+    res_pos_.erase(k);
+}
+
+double PredPolicy::rank(CacheKey k, int h) const {
+    auto it = rec_.find(k);
+    if (it == rec_.end() || !it->second.used) return -1.0;  // never used: below everything used
+    const Rec &r = it->second;
+    auto lit = layers_.find((int)(k >> 32));
+    if (lit == layers_.end()) return r.uses[h] > 0 ? 0.0 : -1.0;  // a hotlist seed before its layer ran
+    const double f = freq(r, lit->second, h);
+    const double per = persistence(h);
+    return r.last_visit == lit->second.visits ? per + (1.0 - per) * f : f;
+}
+
+bool PredPolicy::victim(const std::function<bool(CacheKey)> &pinned, CacheKey *out) {
+    const int h = chosen();
+    bool found = false;
+    double best = 0;
+    uint64_t best_last = 0;
+    for (CacheKey k : res_) {
+        const double s = rank(k, h);
+        const uint64_t last = rec_[k].last_visit;
+        // Ties (equal rank) go to the record used longest ago, then the key,
+        // so the choice never depends on the order of res_.
+        if (found && (s > best || (s == best && (last > best_last || (last == best_last && k > *out))))) continue;
+        if (pinned(k)) continue;
+        found = true;
+        best = s;
+        best_last = last;
+        *out = k;
+    }
+    return found;
+}
+
+bool PredPolicy::admit(CacheKey k, CacheKey v) {
+    const int h = chosen();
+    return rank(k, h) >= rank(v, h);
+}
+
+void PredPolicy::seed(CacheKey k, uint32_t count) {
+    // A hotlist's count stands for that many past uses: the preloaded set
+    // ranks by it until its layers have run and real counts take over.
+    Rec &r = rec_[k];
+    if (r.used || count == 0) return;
+    r.used = true;
+    for (double &u : r.uses) u = count;
+    r.last_visit = 0;
+    layers_[(int)(k >> 32)].members.push_back(k);
 }
 
 }  // namespace sluice

@@ -35,11 +35,11 @@ public:
     virtual void seed(CacheKey k, uint32_t count) {}
 };
 
-// "freq" (default), "lfru" (the rule before 2026-12-03, kept for
+// "freq" (default), "pred", "lfru" (the rule before 2026-12-03, kept for
 // comparison) or "lru". capacity is the cache size in records. nullptr for
 // an unknown name.
 std::unique_ptr<CachePolicy> make_cache_policy(const std::string &name, size_t capacity);
-const char *cache_policy_names();  // "freq|lfru|lru", for usage lines
+const char *cache_policy_names();  // "freq|pred|lfru|lru", for usage lines
 
 // Least recently used.
 class LruPolicy final : public CachePolicy {
@@ -129,6 +129,67 @@ private:
         std::unordered_map<CacheKey, double> keys;
         uint64_t hits = 0;
     } shadow_[kH];
+};
+
+// Next-visit probability, learned online. Decode visits every MoE layer
+// once a token, so what matters about a record is the chance that the next
+// visit of its layer routes to it. Routing has two parts that one decayed
+// count cannot hold at once: popularity (how often a layer picks the
+// record at all) and persistence (a record picked this token is picked
+// again next token far more often than its popularity says). The policy
+// estimates both from the routing it has seen:
+//   f   = the record's uses over the layer's visits, decayed with a
+//         half-life of H visits (popularity);
+//   per = the share of last-visit records used again beyond what their f
+//         explains: from reuse events B, chances A and the f sum F of those
+//         chances, per = (B - F) / (A - F) (solving B = per*A + (1-per)*F);
+// and ranks a record by per + (1 - per) * f when its layer's latest visit
+// used it, by f otherwise. The victim is the lowest rank; a missing record
+// enters only when its rank is at least the victim's.
+// H is not a tuned constant: the policy keeps f for a grid of half-lives
+// (8 to 128 visits, and no decay) and ranks with the one whose predictions
+// of each visit have the lowest Brier score so far, scored over every
+// record the layer has used, at every visit. Victim search scans the
+// residents (linear in the cache's records, a few thousand at most).
+class PredPolicy final : public CachePolicy {
+public:
+    PredPolicy();
+    const char *name() const override { return "pred"; }
+    void access(CacheKey k) override;
+    void inserted(CacheKey k) override;
+    void erased(CacheKey k) override;
+    bool victim(const std::function<bool(CacheKey)> &pinned, CacheKey *out) override;
+    bool admit(CacheKey k, CacheKey v) override;
+    void seed(CacheKey k, uint32_t count) override;
+    static constexpr int kH = 6;
+    int chosen() const;                      // index into half_lives()
+    double half_life(int h) const { return half_[(size_t)h]; }  // 0: no decay
+    double persistence(int h) const;
+
+private:
+    struct Rec {
+        double uses[kH] = {};  // decayed to the visit last_visit
+        uint64_t last_visit = 0;
+        bool used = false, resident = false;
+    };
+    struct Layer {
+        uint64_t visits = 0;              // visits so far; the latest is number `visits`
+        std::vector<CacheKey> cur, prev;  // records of the latest visit and the one before
+        std::vector<CacheKey> members;    // every record the layer has used
+        std::vector<double> predicted;    // members x kH, made when the latest visit began
+    };
+    double freq(const Rec &r, const Layer &l, int h) const;
+    double rank(CacheKey k, int h) const;
+    double decay(int h, uint64_t n) const;
+    void start_visit(int layer);
+
+    std::vector<double> half_, alpha_;
+    std::unordered_map<CacheKey, Rec> rec_;
+    std::unordered_map<int, Layer> layers_;
+    std::vector<CacheKey> res_;  // residents, unordered (swap-erase)
+    std::unordered_map<CacheKey, size_t> res_pos_;
+    int cur_layer_ = -1;
+    double reuse_ = 0, chances_ = 0, fsum_[kH] = {}, brier_[kH] = {};
 };
 
 }  // namespace sluice

@@ -49,7 +49,12 @@ bool cpus_available(const std::vector<int> &cpus, std::string *err) {
         if (!CPU_ISSET(c, &set)) {
             std::string allowed;
             for (int k = 0; k < CPU_SETSIZE; k++)
-                if (CPU_ISSET(k, &set)) allowed += (allowed.empty() ? "" : ",") + std::to_string(k);
+                if (CPU_ISSET(k, &set)) {
+                    // Appended piece by piece: "," + std::string trips GCC 12's -Wrestrict
+                    // false positive (GCC bug 105329).
+                    if (!allowed.empty()) allowed += ',';
+                    allowed += std::to_string(k);
+                }
             *err = "CPU " + std::to_string(c) + " is not available to this process (allowed: " + allowed + ")";
             return false;
         }

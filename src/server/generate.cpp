@@ -391,7 +391,6 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     Delta pending;
     int produced = 0, reasoning_tokens = 0;
     std::string finish = "length";
-    bool stopped = false;  // by the stop token, EOS or a stop string
     bool stopped_by_string = false;
 
     auto deliver = [&](size_t upto) {
@@ -443,7 +442,6 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         reasoning_tokens += thinking_now;
         if (id == m.eos() || (stop_tok >= 0 && id == stop_tok)) {
             finish = "stop";  // counted in usage, not shown as output
-            stopped = true;
             if (reply) reply->feed_marker(XMarker::end_of_msg);
             break;
         }
@@ -488,13 +486,12 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             if (reply) reply->truncate_content(cut);
             else text.resize(cut);
             finish = "stop";
-            stopped = stopped_by_string = true;
+            stopped_by_string = true;
             break;
         }
         deliver(content().size() - stop_holdback(std::string_view(content()).substr(sent), req.stop));
         if (reply && reply->finished()) {
             finish = "stop";
-            stopped = true;
             break;
         }
         if (produced >= max_new) break;

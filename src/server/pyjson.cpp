@@ -40,7 +40,7 @@ std::string py_float_repr(double x) {
         }
     } else {
         out = digits.substr(0, 1);
-        if (digits.size() > 1) out += "." + digits.substr(1);
+        if (digits.size() > 1) out.append(".").append(digits, 1);
         char eb[16];
         std::snprintf(eb, sizeof eb, "e%c%02d", exp10 < 0 ? '-' : '+', std::abs(exp10));
         out += eb;

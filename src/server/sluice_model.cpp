@@ -331,7 +331,7 @@ bool sluice_model_check(Model &m, std::string *err) {
     std::string e;
     if (!m.tokenize("hello", &ids, &e))
         return *err = "the container cannot tokenize text (sluice serve needs tokenizer.model): " + e, false;
-    if (!m.chat_render({ChatMessage{"user", "hello"}}, &ids, &e))
+    if (!m.chat_render({ChatMessage{"user", "hello", {}}}, &ids, &e))
         return *err = "the container has no usable chat template: " + e, false;
     return true;
 }

@@ -260,7 +260,8 @@ int mark_invalid_arguments(ordered_json *message) {
     for (auto &tc : (*message)["tool_calls"]) {
         const std::string args = tc["function"]["arguments"].get<std::string>();
         try {
-            (void)nlohmann::json::parse(args);
+            const auto parsed = nlohmann::json::parse(args);  // only whether it parses
+            (void)parsed;
         } catch (const nlohmann::json::parse_error &e) {
             tc["error"] = ordered_json{
                 {"type", "invalid_arguments"},

@@ -10,14 +10,8 @@
 #define STBI_NO_PNM
 #define STBI_NO_STDIO
 #define STBI_FAILURE_USERMSG
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wall"
-#pragma GCC diagnostic ignored "-Wextra"
-#pragma GCC diagnostic ignored "-Wsign-compare"
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-#pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
+// Third-party code: its warnings are off for this file (src/vision/CMakeLists.txt).
 #include <stb_image.h>
-#pragma GCC diagnostic pop
 
 #include "vision/stb_shim.h"
 

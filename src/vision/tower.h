@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "format/container.h"
-#include "model/ops.h"
+#include "runtime/ops.h"
 #include "vision/config.h"
 #include "vision/image.h"
 

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "eval/llamakld.h"
+#include "kld/io/llamakld.h"
 
 namespace fs = std::filesystem;
 
@@ -34,11 +34,11 @@ TEST(FuzzRegress, KldHeaderWhoseSizeOverflows64Bits) {
                                    0x93, 0x01, 0x40, 0xc0, 0xff, 0x64, 0x00, 0x00, 0xff, 0x00, 0x00, 0x00};
     const std::string path = write_temp("overflow.kld", std::string(reinterpret_cast<const char *>(crash), sizeof crash));
     sluice::kld::KldFile f;
-    const sluice::kld::Status s = sluice::kld::kld_open(path, &f);
-    ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.code, sluice::kld::Code::format);
-    EXPECT_NE(s.msg.find(path), std::string::npos) << s.msg;
-    EXPECT_NE(s.msg.find("2^64"), std::string::npos) << s.msg;
+    const sluice::Status s = sluice::kld::kld_open(path, &f);
+    ASSERT_FALSE(s.is_ok());
+    EXPECT_EQ(sluice::kld::code_of(s), sluice::kld::Code::format);
+    EXPECT_NE(s.message().find(path), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("2^64"), std::string::npos) << s.message();
     // The extremes saturate instead of wrapping; ordinary sizes are unchanged.
     EXPECT_EQ(sluice::kld::kld_expected_size(INT32_MAX, INT32_MAX, INT32_MAX), UINT64_MAX);
     const int64_t n_ctx = 6, V = 5, C = 3, S = n_ctx - 1 - n_ctx / 2, nv = 2 * ((V + 1) / 2) + 4;

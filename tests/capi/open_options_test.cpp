@@ -89,7 +89,9 @@ TEST(OpenOptions, CpusPinningGivesBitIdenticalLogits) {
             ASSERT_EQ(c.st, SLUICE_OK) << c.err();
             sluice_info in;
             ASSERT_EQ(sluice_info_get(c.c, &in), SLUICE_OK);
-            if (threads == 0) EXPECT_EQ(in.n_threads, l == "0" ? 1 : 2) << "one thread per CPU listed";
+            if (threads == 0) {
+                EXPECT_EQ(in.n_threads, l == "0" ? 1 : 2) << "one thread per CPU listed";
+            }
             const std::vector<float> got = all_logits(c.c);
             std::printf("cpus %s threads %d: max|diff| %g over %zu logits\n", l.c_str(), in.n_threads,
                         max_diff(want, got), got.size());

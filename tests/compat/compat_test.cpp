@@ -101,7 +101,9 @@ TEST_P(Compat, MatchesWarp) {
             for (int i = 0; i < 9; i++) {
                 int32_t t = (int32_t)(std::max_element(lg.begin(), lg.end()) - lg.begin());
                 if (i > 0) next.push_back(t);
-                if (i < 8) ASSERT_EQ(sluice_eval(ctx, &t, 1, lg.data()), SLUICE_OK) << sluice_last_error(ctx);
+                if (i < 8) {
+                    ASSERT_EQ(sluice_eval(ctx, &t, 1, lg.data()), SLUICE_OK) << sluice_last_error(ctx);
+                }
             }
             const bool next_ok = next == fc.greedy_next8;
             std::printf("%-22s %-5d %-8s %11.3e %11.3e %14.10f %3d/%-4d %6s\n", name.c_str(), fc.index, path,

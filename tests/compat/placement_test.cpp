@@ -98,6 +98,7 @@ TEST_P(Placements, BitIdentical) {
         {"threads engine, depth 1, lru", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_THREADS, 1, "lru"},
         {"threads engine, depth 8, lfru", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_THREADS, 8, "lfru"},
         {"auto engine (io_uring), depth 3, freq", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_AUTO, 3, "freq"},
+        {"threads engine, depth 4, pred", 0, 0, 0, 0, 0, 1, nullptr, 0, SLUICE_IO_THREADS, 4, "pred"},
         {"auto engine (io_uring), depth 8, no cache", 1, 0, 0, 0, 0, 64, nullptr, 0, SLUICE_IO_AUTO, 8, nullptr},
     };
     for (const Placement &p : variants) {
@@ -170,6 +171,7 @@ TEST(PlacementsGenerated, BitIdentical) {
         {"auto engine (io_uring) depth 16, freq, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 16, "freq"},
         {"auto engine (io_uring) depth 4, no cache, chunk 64", 1, 0, 0, 0, 0, 64, nullptr, 2, SLUICE_IO_AUTO, 4, nullptr},
         {"12-record cache, freq, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 8, "freq", 12},
+        {"12-record cache, pred, 2 threads", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 8, "pred", 12},
         {"12-record cache, lfru, chunk 3", 0, 0, 0, 0, 0, 3, nullptr, 2, SLUICE_IO_THREADS, 2, "lfru", 12},
         {"12-record cache, lru, hotlist, 1 thread", 0, 0, 0, 0, 0, 1, hot.c_str(), 1, SLUICE_IO_AUTO, 8, "lru", 12},
     };

@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "convert/numeric.h"
-#include "convert/safetensors.h"
+#include "convert/checkpoint.h"
 #include "convert/trunk.h"
 #include "test_util.h"
 
@@ -32,7 +32,7 @@ std::vector<ctest::StTensor> fixture_tensors(const std::function<std::string(con
     std::vector<ctest::StTensor> out;
     for (const std::string& n : ck.names()) {
         const TensorInfo* t = ck.find(n);
-        ctest::StTensor s{rename(n), t->dtype, t->shape, std::string(t->nbytes, '\0')};
+        ctest::StTensor s{rename(n), t->dtype, {t->shape.begin(), t->shape.end()}, std::string(t->nbytes, '\0')};
         EXPECT_TRUE(ck.read_raw(*t, 0, t->nbytes, s.bytes.data(), &err)) << err;
         out.push_back(std::move(s));
     }

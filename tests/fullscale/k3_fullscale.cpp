@@ -107,7 +107,7 @@ TEST(K3FullScale, AgreesWithWarpTestForward) {
     if (::access(warp.c_str(), X_OK) != 0) GTEST_SKIP() << "warp's test_forward not found at " << warp;
     const fs::path out = fs::temp_directory_path() / ("sluice-k3-warp-" + std::to_string(::getpid()) + ".f32");
     std::string csv;
-    for (int32_t t : ids()) csv += (csv.empty() ? "" : ",") + std::to_string(t);
+    for (int32_t t : ids()) csv.append(csv.empty() ? "" : ",").append(std::to_string(t));
     const std::string cmd =
         "WASTE_THREADS=2 WASTE_CACHE_MB=0 '" + warp + "' '" + model() + "' " + csv + " '" + out.string() + "' 0 2>&1";
     std::printf("running: %s\n", cmd.c_str());

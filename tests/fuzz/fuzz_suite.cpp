@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "eval/suite.h"
+#include "kld/io/suite.h"
 #include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -29,7 +29,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             fuzz::put("suite/" + rel, part[i + 1]);
         }
     sluice::kld::Suite s;
-    if (!sluice::kld::load_suite(dir, {}, &s).ok()) return 0;
+    if (!sluice::kld::load_suite(dir, {}, &s).is_ok()) return 0;
     (void)sluice::kld::check_suite_vocab(s, 1000);
     std::vector<int> pos;
     sluice::kld::WindowSel sel;

@@ -180,7 +180,7 @@ TEST(Grammar, RandomLogitGenerationsParse) {
                 out += vocab[(size_t)id];
             }
             EXPECT_TRUE(ended) << out;
-            EXPECT_NO_THROW((void)nlohmann::json::parse(out)) << out;
+            EXPECT_TRUE(nlohmann::json::accept(out)) << out;
             outputs++;
         }
     }

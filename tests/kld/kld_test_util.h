@@ -16,17 +16,19 @@
 #include <string>
 #include <vector>
 
-#include "eval/compare.h"
-#include "eval/kld_common.h"
-#include "eval/kld_main.h"
-#include "eval/llamakld.h"
-#include "eval/operand.h"
-#include "eval/safetensors.h"
-#include "eval/suite.h"
+#include "kld/stats/compare.h"
+#include "kld/kld_common.h"
+#include "cli/kld/kld_main.h"
+#include "kld/io/llamakld.h"
+#include "kld/io/operand.h"
+#include "format/safetensors.h"
+#include "kld/io/suite.h"
 
 namespace kt {
 
 using namespace sluice::kld;
+using sluice::Status;
+using namespace sluice::st;  // the safetensors reader and writer
 namespace fs = std::filesystem;
 
 // Scratch directories are removed when the test binary exits (set
@@ -82,7 +84,7 @@ inline Suite make_synth_suite(const std::string& dir, int T, int V, const std::v
     }
     Suite s;
     Status st = make_suite(m, &s);
-    EXPECT_TRUE(st.ok()) << st.msg;
+    EXPECT_TRUE(st.is_ok()) << st.message();
     return s;
 }
 
@@ -154,7 +156,7 @@ inline void write_ref(const Suite& s, const std::vector<std::vector<float>>& tab
     co.chunk_rows = chunk;
     CaptureReport rep;
     Status st = capture(&e, s, pos, dir, co, &rep);
-    ASSERT_TRUE(st.ok()) << st.msg;
+    ASSERT_TRUE(st.is_ok()) << st.message();
 }
 
 inline void write_f64(const std::string& p, const std::vector<double>& v) {

@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include "eval/kld_main.h"
+#include "cli/kld/kld_main.h"
 
 int main(int argc, char** argv) {
     argv[0] = const_cast<char*>("kld");

@@ -1,13 +1,11 @@
-// Plumbing: SHA-256, Python-identical JSON text, safetensors rules, dtype
-// conversions, window lists.
+// Plumbing: the token hash, Python-identical JSON text, window lists.
 #include "kld_test_util.h"
 
 using namespace kt;
 
-TEST(KldBasics, Sha256KnownVectors) {
-    EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
-    EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
-    // §1.5 example array, hashed without its trailing newline.
+TEST(KldBasics, TokenHash) {
+    // §1.5 example array, hashed without its trailing newline (SHA-256
+    // itself: tests/unit/sha256_test.cpp).
     EXPECT_EQ(token_ids_hash({163584, 12, 0, 99}), sha256_hex("[163584,12,0,99]"));
 }
 
@@ -40,19 +38,19 @@ TEST(KldBasics, SafetensorsRoundTripAndPadding) {
         std::string sha;
         uint64_t size = 0;
         ASSERT_TRUE(write_safetensors(p, {{"z", "1"}, {"a", "2"}}, {{"logits", "F32", {2, 3}, a.data()}, {"u", "U8", {3}, u.data()}},
-                                      align, &sha, &size).ok());
+                                      align, &sha, &size).is_ok());
         StFile f;
         Status st = f.open(p);
-        ASSERT_TRUE(st.ok()) << st.msg;
+        ASSERT_TRUE(st.is_ok()) << st.message();
         EXPECT_EQ(f.data_start() % align, 0u);
         EXPECT_EQ(f.metadata().at("a"), "2");
         const TensorInfo* t = f.find("logits");
         ASSERT_NE(t, nullptr);
         std::vector<float> back(6);
-        ASSERT_TRUE(f.read_rows_f32(*t, 0, 2, back.data()).ok());
+        ASSERT_TRUE(f.read_rows_f32(*t, 0, 2, back.data()).is_ok());
         EXPECT_EQ(std::memcmp(back.data(), a.data(), 24), 0);
         std::string h2;
-        ASSERT_TRUE(sha256_file(p, &h2).ok());
+        ASSERT_TRUE(sha256_file(p, &h2).is_ok());
         EXPECT_EQ(sha, h2);
         EXPECT_FALSE(file_exists(p + ".tmp"));
     }
@@ -88,16 +86,16 @@ TEST(KldBasics, SafetensorsReaderRefusals) {
         StFile f;
         return f.open(d + "/" + name);
     };
-    EXPECT_EQ(make("short", "", 0).code, Code::format);
-    EXPECT_EQ(make("notobj", "[1]", 0).code, Code::format);
-    EXPECT_EQ(make("baddtype", R"({"x":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("badsize", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("gap", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8).code, Code::format);
-    EXPECT_EQ(make("trail", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5).code, Code::format);
-    EXPECT_EQ(make("dup", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4).code, Code::format);
-    EXPECT_EQ(make("meta", R"({"__metadata__":{"a":1}})", 0).code, Code::format);
+    EXPECT_EQ(code_of(make("short", "", 0)), Code::format);
+    EXPECT_EQ(code_of(make("notobj", "[1]", 0)), Code::format);
+    EXPECT_EQ(code_of(make("baddtype", R"({"x":{"dtype":"Q9","shape":[1],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("badsize", R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("gap", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})", 8)), Code::format);
+    EXPECT_EQ(code_of(make("trail", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 5)), Code::format);
+    EXPECT_EQ(code_of(make("dup", R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", 4)), Code::format);
+    EXPECT_EQ(code_of(make("meta", R"({"__metadata__":{"a":1}})", 0)), Code::format);
     Status ok = make("ok", R"(  {"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}   )", 4);
-    EXPECT_TRUE(ok.ok()) << ok.msg;
+    EXPECT_TRUE(ok.is_ok()) << ok.message();
 }
 
 TEST(KldBasics, HalfConversions) {
@@ -112,39 +110,9 @@ TEST(KldBasics, HalfConversions) {
 
 TEST(KldBasics, WindowLists) {
     std::vector<int> w;
-    ASSERT_TRUE(parse_window_list("0-3,16,24-25,2", 32, &w).ok());
+    ASSERT_TRUE(parse_window_list("0-3,16,24-25,2", 32, &w).is_ok());
     EXPECT_EQ(w, (std::vector<int>{0, 1, 2, 3, 16, 24, 25}));
-    EXPECT_EQ(parse_window_list("40", 32, &w).code, Code::usage);
-    EXPECT_EQ(parse_window_list("3-1", 32, &w).code, Code::usage);
-    EXPECT_EQ(parse_window_list("a", 32, &w).code, Code::usage);
-}
-
-TEST(KldBasics, Sha256StreamMatchesOpenSslAndPairsAnyLengths) {
-    // The operand hashes (own SHA-NI code, two streams interleaved) against
-    // OpenSSL, with the two streams at different block offsets (their
-    // headers differ in length) and updates of every size class.
-    std::mt19937 rng(5);
-    std::printf("SHA-256 extensions: %s\n", Sha256Stream::has_sha_ni() ? "yes (own block code)" : "no (OpenSSL)");
-    for (int trial = 0; trial < 60; ++trial) {
-        const size_t ha = rng() % 200, hb = rng() % 200, body = (trial % 3 == 0) ? 0 : rng() % 5000 + (trial % 7 == 0 ? 1 << 20 : 0);
-        std::string a(ha + body, '\0'), b(hb + body, '\0');
-        for (auto& c : a) c = char(rng());
-        for (auto& c : b) c = char(rng());
-        Sha256Stream sa, sb;
-        sa.update(a.data(), ha);
-        sb.update(b.data(), hb);
-        for (size_t off = 0; off < body;) {
-            const size_t n = std::min(body - off, size_t(rng() % 3000 + 1) * (trial % 2 ? 1 : 97));
-            Sha256Stream::update2(sa, a.data() + ha + off, sb, b.data() + hb + off, n);
-            off += n;
-        }
-        ASSERT_EQ(sa.hex(), sha256_hex(a)) << "trial " << trial;
-        ASSERT_EQ(sb.hex(), sha256_hex(b)) << "trial " << trial;
-    }
-    for (size_t n : {0, 1, 55, 56, 63, 64, 65, 119, 120, 128}) {
-        std::string s(n, 'x');
-        Sha256Stream h;
-        h.update(s.data(), n);
-        EXPECT_EQ(h.hex(), sha256_hex(s)) << n;
-    }
+    EXPECT_EQ(code_of(parse_window_list("40", 32, &w)), Code::usage);
+    EXPECT_EQ(code_of(parse_window_list("3-1", 32, &w)), Code::usage);
+    EXPECT_EQ(code_of(parse_window_list("a", 32, &w)), Code::usage);
 }

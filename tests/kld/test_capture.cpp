@@ -62,12 +62,12 @@ TEST(KldCapture, WritesV0LayoutResumesAndStreamsModel) {
     EXPECT_EQ(m["windows"][1]["shape"], json::array({47, 500}));
     EXPECT_EQ(m["runtime"]["capture_tool"], "sluice kld capture");
     StFile f;
-    ASSERT_TRUE(f.open(d + "/cap/logits_001.safetensors").ok());
+    ASSERT_TRUE(f.open(d + "/cap/logits_001.safetensors").is_ok());
     EXPECT_EQ(f.metadata().size(), 8u);  // the seven festr2 keys + sluice_version
     EXPECT_EQ(f.metadata().at("format"), "sluice-kld-logits-v1");
     EXPECT_EQ(f.metadata().at("token_ids_json_sha256"), s.windows[1].token_hash);
     std::string h;
-    ASSERT_TRUE(sha256_file(d + "/cap/logits_001.safetensors", &h).ok());
+    ASSERT_TRUE(sha256_file(d + "/cap/logits_001.safetensors", &h).is_ok());
     EXPECT_EQ(m["windows"][1]["sha256"], h);
     // Resume: the two finished windows are skipped, the rest captured.
     ASSERT_EQ(kld({"capture", "--model", "toy", "--suite", d + "/suite", "--out", d + "/cap"}, &out, &er, hooks_for(1.f)), 0) << er;
@@ -105,8 +105,8 @@ TEST(KldCapture, EngineNanRefusedNothingPartialLeft) {
     e.nan_at_ = 40;  // inside window 1
     CaptureReport rep;
     Status st = capture(&e, s, {0, 1}, d + "/cap", CaptureOptions{}, &rep);
-    std::printf("engine NaN: %s\n", st.msg.c_str());
-    EXPECT_EQ(st.code, Code::nonfinite);
+    std::printf("engine NaN: %s\n", st.message().c_str());
+    EXPECT_EQ(code_of(st), Code::nonfinite);
     EXPECT_EQ(exit_code(st), 6);
     EXPECT_TRUE(file_exists(d + "/cap/logits_000.safetensors"));
     EXPECT_FALSE(file_exists(d + "/cap/logits_001.safetensors"));
@@ -123,7 +123,7 @@ TEST(KldCapture, PairedAndNoise) {
         CaptureReport rep;
         std::vector<int> pos = {0, 1, 2, 3, 4, 5};
         Status st = capture(&e, s, pos, out, CaptureOptions{}, &rep);
-        ASSERT_TRUE(st.ok()) << st.msg;
+        ASSERT_TRUE(st.is_ok()) << st.message();
     };
     cap(1.f, 11, d + "/ref");
     cap(1.f, 11, d + "/ref2");     // a repeat capture: bit-identical
@@ -170,7 +170,7 @@ TEST(KldCapture, VllmReferenceDefaultsToPublishedNoiseFloor) {
     for (auto [t, name] : std::vector<std::pair<float, std::string>>{{1.f, "ref"}, {0.999f, "a"}, {0.998f, "b"}}) {
         HashEngine e(500, t, 11);
         CaptureReport rep;
-        ASSERT_TRUE(capture(&e, s, {0, 1, 2}, d + "/" + name, CaptureOptions{}, &rep).ok());
+        ASSERT_TRUE(capture(&e, s, {0, 1, 2}, d + "/" + name, CaptureOptions{}, &rep).is_ok());
     }
     // Strip sluice's capture tag: the reference now looks vLLM-captured.
     json m = json::parse(read_text(d + "/ref/manifest.json"));

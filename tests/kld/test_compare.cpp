@@ -35,7 +35,7 @@ Fixture& fx() {
 std::unique_ptr<Operand> dir(const std::string& p) {
     std::unique_ptr<Operand> o;
     Status st = open_v0_dir(p, true, &o);
-    EXPECT_TRUE(st.ok()) << st.msg;
+    EXPECT_TRUE(st.is_ok()) << st.message();
     return o;
 }
 
@@ -47,7 +47,7 @@ TEST(KldCompare, IdenticalOperandsGiveExactlyZero) {
     CompareResult res;
     CompareOptions o;
     Status st = run_compare(f.s, *r, *c, o, &res);
-    ASSERT_TRUE(st.ok()) << st.msg;
+    ASSERT_TRUE(st.is_ok()) << st.message();
     for (auto& w : res.windows)
         for (size_t i = 0; i < w.kl.size(); ++i) {
             ASSERT_EQ(w.kl[i], 0.0) << "window " << w.window_index << " row " << i;
@@ -70,9 +70,9 @@ TEST(KldCompare, Fp64MatchesNumpyOracle) {
     CompareResult res, fres;
     CompareOptions o64;
     o64.precision = Precision::fp64;  // the 1e-9 bound is the fp64 path's (§7.10)
-    ASSERT_TRUE(run_compare(f.s, *r, *c, o64, &res).ok());
+    ASSERT_TRUE(run_compare(f.s, *r, *c, o64, &res).is_ok());
     auto r2 = dir(f.d + "/ref"), c2 = dir(f.d + "/cand");
-    ASSERT_TRUE(run_compare(f.s, *r2, *c2, CompareOptions{}, &fres).ok());  // the default: fast
+    ASSERT_TRUE(run_compare(f.s, *r2, *c2, CompareOptions{}, &fres).is_ok());  // the default: fast
     double maxd = 0, maxdj = 0, maxdn = 0, fast_ratio = 0, fast_sum = 0, oracle_sum = 0;
     for (size_t w = 0; w < f.s.windows.size(); ++w) {
         const std::string o = f.d + "/o" + std::to_string(w);
@@ -119,7 +119,7 @@ TEST(KldCompare, BitIdenticalForAnyThreadCount) {
         o.threads = th;
         o.llamacpp_block = true;
         CompareResult res;
-        ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).ok());
+        ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).is_ok());
         const std::string txt = dump_py(strip_timing(res.receipt));
         if (base.empty()) base = txt;
         EXPECT_EQ(txt, base) << "threads " << th;
@@ -144,7 +144,7 @@ TEST(KldCompare, Festr2CompatReproducesNumpyExactly) {
     CompareOptions o;
     o.compat = Compat::festr2_v0;
     CompareResult res;
-    ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).ok());
+    ASSERT_TRUE(run_compare(f.s, *r, *c, o, &res).is_ok());
     // Per-token fp32 KL against numpy's fp32 computation.
     double worst = 0, sa = 0, sb = 0;
     std::vector<double> wm, all;
@@ -209,7 +209,7 @@ TEST(KldCompare, CandidateMinusInfMakesKlInfiniteAndIsNamed) {
     write_ref(f.s, c, V, d);
     auto r = dir(f.d + "/ref"), cd = dir(d);
     CompareResult res;
-    ASSERT_TRUE(run_compare(f.s, *r, *cd, CompareOptions{}, &res).ok());
+    ASSERT_TRUE(run_compare(f.s, *r, *cd, CompareOptions{}, &res).is_ok());
     EXPECT_TRUE(std::isinf(res.windows[w].kl[row]));
     EXPECT_EQ(res.receipt["sluice"]["inf_kl_tokens"].get<int>(), 1);
     EXPECT_EQ(res.receipt["sluice"]["inf_kl_named"][0].get<std::string>(), "window 1 row 4");
@@ -217,7 +217,7 @@ TEST(KldCompare, CandidateMinusInfMakesKlInfiniteAndIsNamed) {
     CompareOptions o;
     o.finite_only = true;
     auto r2 = dir(f.d + "/ref"), c2 = dir(d);
-    ASSERT_TRUE(run_compare(f.s, *r2, *c2, o, &res).ok());
+    ASSERT_TRUE(run_compare(f.s, *r2, *c2, o, &res).is_ok());
     EXPECT_EQ(res.receipt["kl_reference_to_candidate"]["mean"].get<double>(), 0.0);
     EXPECT_EQ(res.receipt["positions"].get<int>(), 6 * 63);
 }
@@ -235,7 +235,7 @@ TEST(KldCompare, CliReceiptSidecarAndLlamaBlock) {
     json r = json::parse(read_text(j));
     EXPECT_EQ(read_text(j), dump_py(r));
     StFile sf;
-    ASSERT_TRUE(sf.open(tk).ok());
+    ASSERT_TRUE(sf.open(tk).is_ok());
     EXPECT_EQ(sf.find("kl")->shape[0], 6u * 63);
     EXPECT_EQ(sf.find("top1")->dtype, "U8");
     EXPECT_EQ(sf.find("window")->dtype, "I32");
@@ -267,7 +267,7 @@ TEST(KldCompare, Festr2CompatAgreesWithTorchFloat32) {
             RowMetrics m;
             int64_t col;
             int side;
-            ASSERT_TRUE(score_row(x.data() + size_t(r) * V, y.data() + size_t(r) * V, V, -1, Numerics::festr2_v0, true, &m, &col, &side).ok());
+            ASSERT_TRUE(score_row(x.data() + size_t(r) * V, y.data() + size_t(r) * V, V, -1, Numerics::festr2_v0, true, &m, &col, &side).is_ok());
             const double tk = o["kl"][r].get<double>();
             worst = std::max(worst, std::fabs(m.kl - tk) / (2e-7 + 1e-3 * std::fabs(tk)));
             sa += m.kl; sb += tk;
@@ -309,7 +309,7 @@ TorchAgreement torch_agreement(const std::string& d, const std::vector<float>& x
         int side;
         EXPECT_TRUE(score_row(x.data() + size_t(r) * V, y.data() + size_t(r) * V, V, -1, Numerics::festr2_v0, true, &m,
                               &col, &side, FastIsa::automatic, lanes)
-                        .ok());
+                        .is_ok());
         const double tk = o["kl"][r].get<double>(), tj = o["js"][r].get<double>();
         const double rel = std::fabs(m.kl - tk) / std::fabs(tk);
         if (rel > t.worst) { t.worst = rel; t.worst_row = r; }

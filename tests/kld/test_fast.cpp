@@ -4,7 +4,7 @@
 // across thread counts.
 #include <cstring>
 
-#include "eval/kernel_fast.h"
+#include "kld/kernels/kernel_fast.h"
 #include "kld_test_util.h"
 
 using namespace kt;
@@ -32,7 +32,7 @@ RowMetrics score(const float* x, const float* y, int64_t V, int32_t tok, Numeric
     int64_t col = 0;
     int side = 0;
     Status st = score_row(x, y, V, tok, n, js, &m, &col, &side, isa);
-    EXPECT_TRUE(st.ok()) << st.msg;
+    EXPECT_TRUE(st.is_ok()) << st.message();
     return m;
 }
 
@@ -217,7 +217,7 @@ TEST(KldFast, NonFiniteIsRefusedAtTheSameColumn) {
             int64_t bad = -1;
             int side = -1;
             Status st = score_row(x.data(), yy.data(), 1000, 1, n, true, &m, &bad, &side);
-            EXPECT_EQ(st.code, Code::nonfinite);
+            EXPECT_EQ(code_of(st), Code::nonfinite);
             EXPECT_EQ(bad, col);
             EXPECT_EQ(side, 1);
         }
@@ -226,7 +226,7 @@ TEST(KldFast, NonFiniteIsRefusedAtTheSameColumn) {
     RowMetrics m;
     int64_t bad;
     int side;
-    EXPECT_EQ(score_row(allneg.data(), y.data(), 1000, 1, Numerics::fast, true, &m, &bad, &side).code, Code::nonfinite);
+    EXPECT_EQ(code_of(score_row(allneg.data(), y.data(), 1000, 1, Numerics::fast, true, &m, &bad, &side)), Code::nonfinite);
 }
 
 namespace {
@@ -258,15 +258,15 @@ Fx& fx() {
 CompareResult compare(Precision p, int threads) {
     auto& f = fx();
     std::unique_ptr<Operand> r, c;
-    EXPECT_TRUE(open_v0_dir(f.d + "/ref", true, &r).ok());
-    EXPECT_TRUE(open_v0_dir(f.d + "/cand", true, &c).ok());
+    EXPECT_TRUE(open_v0_dir(f.d + "/ref", true, &r).is_ok());
+    EXPECT_TRUE(open_v0_dir(f.d + "/cand", true, &c).is_ok());
     CompareOptions o;
     o.precision = p;
     o.threads = threads;
     o.llamacpp_block = true;
     CompareResult res;
     Status st = run_compare(f.s, *r, *c, o, &res);
-    EXPECT_TRUE(st.ok()) << st.msg;
+    EXPECT_TRUE(st.is_ok()) << st.message();
     return res;
 }
 
@@ -287,14 +287,14 @@ TEST(KldFast, ReceiptsBitIdenticalForAnyThreadCountAndIsa) {
         if (p != Precision::fast) continue;
         const FastIsa keep = fast_isa();
         for (FastIsa i : isas()) {  // the ISA changes nothing either
-            ASSERT_TRUE(set_fast_isa(i).ok());
+            ASSERT_TRUE(set_fast_isa(i).is_ok());
             CompareResult res = compare(p, 2);
             json r = strip_timing(res.receipt);
             EXPECT_EQ(r["sluice"]["kernel"].get<std::string>(), fast_isa_name(i));
             r["sluice"].erase("kernel");
             EXPECT_EQ(dump_py(r), base) << fast_isa_name(i);
         }
-        ASSERT_TRUE(set_fast_isa(keep).ok());
+        ASSERT_TRUE(set_fast_isa(keep).is_ok());
     }
 }
 

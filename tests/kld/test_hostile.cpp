@@ -5,7 +5,7 @@
 
 #include <functional>
 
-#include "eval/llamakld.h"
+#include "kld/io/llamakld.h"
 
 using namespace kt;
 
@@ -162,7 +162,7 @@ TEST(KldHostile, NonFiniteKldScaleExits6) {
     std::string er;
     ASSERT_EQ(run({"export-kld", "--suite", f.d + "/suite", "--reference", f.d + "/ref", "--out", f.d + "/b.kld"}, &er), 0);
     KldFile kf;
-    ASSERT_TRUE(kld_open(f.d + "/b.kld", &kf).ok());
+    ASSERT_TRUE(kld_open(f.d + "/b.kld", &kf).is_ok());
     std::string bytes = read_text(f.d + "/b.kld");
     for (float bad : {NAN, INFINITY}) {
         std::string b = bytes;

@@ -41,7 +41,7 @@ TEST(KldLlama, ExportReadRoundTripAndCompare) {
     EXPECT_NE(er.find("BOS"), std::string::npos);
     KldFile f;
     Status st = kld_open(d + "/base.kld", &f);
-    ASSERT_TRUE(st.ok()) << st.msg;
+    ASSERT_TRUE(st.is_ok()) << st.message();
     EXPECT_EQ(f.n_ctx, T);
     EXPECT_EQ(f.n_vocab, V);
     EXPECT_EQ(f.n_chunk, 4);
@@ -53,7 +53,7 @@ TEST(KldLlama, ExportReadRoundTripAndCompare) {
     int same = 0, total = 0;
     for (int c = 0; c < 4; ++c)
         for (int j = T / 2; j <= T - 2; ++j) {
-            ASSERT_TRUE(kld_read_row(f, c, j, &row).ok());
+            ASSERT_TRUE(kld_read_row(f, c, j, &row).is_ok());
             kld_encode_row(ref[c].data() + size_t(j) * V, V, enc.data());
             same += row == enc;
             ++total;
@@ -79,9 +79,9 @@ TEST(KldLlama, ExportReadRoundTripAndCompare) {
     (void)ex;
     CompareResult res;
     std::unique_ptr<Operand> r, c;
-    ASSERT_TRUE(open_v0_dir(d + "/ref", true, &r).ok());
-    ASSERT_TRUE(open_v0_dir(d + "/cand", true, &c).ok());
-    ASSERT_TRUE(run_compare(s, *r, *c, CompareOptions{}, &res).ok());
+    ASSERT_TRUE(open_v0_dir(d + "/ref", true, &r).is_ok());
+    ASSERT_TRUE(open_v0_dir(d + "/cand", true, &c).is_ok());
+    ASSERT_TRUE(run_compare(s, *r, *c, CompareOptions{}, &res).is_ok());
     for (auto& w : res.windows)
         for (int j = T / 2; j <= T - 2; ++j) { exact += w.kl[size_t(j)]; ++n; }
     exact /= n;

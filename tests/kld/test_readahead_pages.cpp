@@ -1,4 +1,4 @@
-// The KLD operand reader (src/eval/readahead) under a forced 16 KiB page
+// The KLD operand reader (src/kld/io/readahead) under a forced 16 KiB page
 // size: O_DIRECT offsets, lengths and buffers follow platform::io_align()
 // instead of an assumed 4 KiB, and the bytes read are the file's.
 #include <gtest/gtest.h>
@@ -10,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "eval/readahead.h"
+#include "kld/io/readahead.h"
 #include "format/platform_io.h"
 
 using namespace sluice::kld;
+using sluice::Status;
 namespace platform = sluice::platform;
 
 TEST(KldReadAhead, SixteenKiBPagesReadTheExactBytes) {
@@ -36,10 +37,10 @@ TEST(KldReadAhead, SixteenKiBPagesReadTheExactBytes) {
         o.mode = mode;
         o.chunk = 4096;
         ReadAhead ra;
-        ASSERT_TRUE(ra.open(name, begin, end, o).ok());
+        ASSERT_TRUE(ra.open(name, begin, end, o).is_ok());
         std::vector<uint8_t> got(end - begin);
-        ASSERT_TRUE(ra.read(got.data(), got.size()).ok());
-        ASSERT_TRUE(ra.finish().ok());
+        ASSERT_TRUE(ra.read(got.data(), got.size()).is_ok());
+        ASSERT_TRUE(ra.finish().is_ok());
         const bool same = std::equal(got.begin(), got.end(), bytes.begin() + (ptrdiff_t)begin);
         std::printf("16 KiB pages, %s requested (%s used): %zu bytes from offset %llu %s\n",
                     mode == IoMode::direct ? "direct" : "buffered", ra.mode() == IoMode::direct ? "direct" : "buffered",

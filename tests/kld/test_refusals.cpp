@@ -1,5 +1,7 @@
 // §7.9 refusals: each with its distinct exit code and a message naming the
 // file/window/field.
+#include <algorithm>
+
 #include "kld_test_util.h"
 
 using namespace kt;
@@ -47,6 +49,84 @@ TEST(KldRefusals, Usage) {
     EXPECT_EQ(kld({"frobnicate"}, nullptr, &er), 2);
     EXPECT_EQ(cmp(rf().d + "/ref", &er, {"--compat", "festr2-v9"}), 2);
     EXPECT_EQ(kld({"compare", "--suite", "x", "--reference", "y", "--model", "m"}, nullptr, &er), 2);  // no engine hook
+}
+
+// Bad usage: exit 2, the reason on the first line, at most one hint line
+// after it (never the whole usage before the error).
+TEST(KldRefusals, UsageIsOneLine) {
+    const std::vector<std::vector<std::string>> bad = {
+        {},
+        {"frobnicate"},
+        {"suite"},
+        {"suite", "make", "--context", "64"},
+        {"compare", "--reference", "r", "--candidate", "c", "--windoes", "1"},
+        {"compare", "--reference", "r", "--candidate", "c", "--seed", "x"},
+        {"compare", "--reference", "r", "--candidate", "c", "--precision", "fp16"},
+        {"compare", "--reference", "r", "--candidate", "c", "--progress", "--no-progress"},
+        {"compare", "--reference", "r", "--candidate", "c", "--torch-lanes", "16"},
+        {"capture", "--suite", "s", "--out", "o"},
+        {"report", "--receipts", "a.json", "--out", "r.html", "stray"},
+        {"report", "--receipts", "a.json", "--out", "r.html", "--bins-per-decade", "0"},
+        {"paired", "--receipts", "a.json"},
+        {"inspect"},
+    };
+    for (const auto& args : bad) {
+        std::string out, er;
+        const int rc = kld(args, &out, &er);
+        std::string words;
+        for (const auto& a : args) words += " " + a;
+        EXPECT_EQ(rc, 2) << "kld" << words << ": " << er;
+        EXPECT_EQ(er.rfind("sluice kld: error (usage): ", 0), 0u) << "kld" << words << ": " << er;
+        EXPECT_LE(std::count(er.begin(), er.end(), '\n'), 2) << "kld" << words << ": " << er;
+        EXPECT_TRUE(out.empty()) << "kld" << words << ": " << out;
+    }
+}
+
+// --help on every subcommand: exit 0, the options with their defaults.
+TEST(KldRefusals, HelpShowsDefaults) {
+    const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+        {{"--help"}, {"suite", "capture", "compare", "paired", "noise", "export-kld", "report", "inspect"}},
+        {{"help"}, {"compare", "report"}},
+        {{"help", "compare"}, {"--bootstrap-samples", "10000"}},
+        {{"suite", "make", "--help"}, {"NAME=FILE:W", "windows of --context T tokens", "2048", "--force"}},
+        {{"suite", "verify", "--help"}, {"--expect-suite-hash", "--vocab"}},
+        {{"compare", "--help"}, {"--bootstrap-samples", "10000", "--max-ram", "1073741824", "--json", "--progress"}},
+        {{"capture", "--help"}, {"--align", "--chunk", "256"}},
+        {{"paired", "--help"}, {"--receipts", "--noise-diff"}},
+        {{"noise", "--help"}, {"--runs"}},
+        {{"export-kld", "--help"}, {"--out"}},
+        {{"report", "--help"}, {"--hist-min", "--bins-per-decade", "4"}},
+    };
+    for (const auto& [args, want] : cases) {
+        std::string out, er;
+        const int rc = kld(args, &out, &er);
+        std::string words;
+        for (const auto& a : args) words += " " + a;
+        EXPECT_EQ(rc, 0) << "kld" << words << ": " << er;
+        for (const auto& w : want) EXPECT_NE(out.find(w), std::string::npos) << "kld" << words << " lacks " << w << ":\n" << out;
+    }
+}
+
+// suite make numbers windows in command-line order across --source and
+// --tokens-source (CLI11 keeps each option's values apart).
+TEST(KldRefusals, SuiteMakeKeepsSourceOrder) {
+    const std::string d = tmpdir("source-order");
+    std::string a, b;
+    for (int i = 0; i < 200; ++i) a += std::to_string(i % 50) + (i + 1 < 200 ? "," : "");
+    for (int i = 0; i < 200; ++i) b += std::to_string(50 + i % 50) + (i + 1 < 200 ? "," : "");
+    write_text(d + "/a.json", "[" + a + "]");
+    write_text(d + "/b.json", "[" + b + "]");
+    std::string out, er;
+    ASSERT_EQ(kld({"suite", "make", "--out", d + "/s", "--context", "16", "--tokens-source", "bee=" + d + "/b.json:2",
+                   "--tokens-source", "ay=" + d + "/a.json:1"},
+                  &out, &er),
+              0)
+        << er;
+    Suite s;
+    ASSERT_TRUE(load_suite(d + "/s", {}, &s).is_ok());
+    ASSERT_EQ(s.windows.size(), 3u);
+    EXPECT_EQ(s.windows[0].domain, "bee");
+    EXPECT_EQ(s.windows[2].domain, "ay");
 }
 
 TEST(KldRefusals, SuiteHashMismatch) {
@@ -98,7 +178,7 @@ TEST(KldRefusals, VocabAndShapeMismatch) {
     std::vector<float> small(size_t(T - 2) * V, 0.f);
     std::string sha;
     uint64_t size;
-    ASSERT_TRUE(write_safetensors(d + "/logits_001.safetensors", {}, {{"logits", "F32", {uint64_t(T - 2), uint64_t(V)}, small.data()}}, 8, &sha, &size).ok());
+    ASSERT_TRUE(write_safetensors(d + "/logits_001.safetensors", {}, {{"logits", "F32", {uint64_t(T - 2), uint64_t(V)}, small.data()}}, 8, &sha, &size).is_ok());
     EXPECT_EQ(cmp(d, &er, {"--verify-hashes", "off"}), 3);
     EXPECT_NE(er.find("shape"), std::string::npos);
 }
@@ -131,7 +211,7 @@ TEST(KldRefusals, NanAndPlusInfRefused) {
         std::string sha;
         uint64_t size;
         std::map<std::string, std::string> meta = {{"token_ids_json_sha256", f.s.windows[3].token_hash}};
-        ASSERT_TRUE(write_safetensors(d + "/logits_003.safetensors", meta, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, c[3].data()}}, 8, &sha, &size).ok());
+        ASSERT_TRUE(write_safetensors(d + "/logits_003.safetensors", meta, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, c[3].data()}}, 8, &sha, &size).is_ok());
         json m = json::parse(read_text(d + "/manifest.json"));
         m["windows"][3]["sha256"] = sha;
         write_text(d + "/manifest.json", dump_py(m));
@@ -156,7 +236,7 @@ TEST(KldRefusals, FormatErrors) {
     std::vector<float> a(size_t(T - 1) * V, 0.f), b(4, 0.f);
     std::string sha;
     uint64_t size;
-    ASSERT_TRUE(write_safetensors(d + "/logits_000.safetensors", {}, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, a.data()}, {"other", "F32", {4}, b.data()}}, 8, &sha, &size).ok());
+    ASSERT_TRUE(write_safetensors(d + "/logits_000.safetensors", {}, {{"logits", "F32", {uint64_t(T - 1), uint64_t(V)}, a.data()}, {"other", "F32", {4}, b.data()}}, 8, &sha, &size).is_ok());
     EXPECT_EQ(cmp(d, &er, {"--verify-hashes", "off"}), 4);
     EXPECT_NE(er.find("other than"), std::string::npos);
 }

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <thread>
 
-#include "eval/progress.h"
-#include "eval/report.h"
+#include "kld/progress.h"
+#include "kld/report/report.h"
 #include "kld_test_util.h"
 
 using namespace kt;
@@ -81,7 +81,7 @@ KldHooks table_hooks(const Suite& s, const std::vector<std::vector<float>>& t, b
 
 TEST(KldReport, HistogramBins) {
     std::vector<double> e;
-    ASSERT_TRUE(hist_edges(HistSpec{}, &e).ok());
+    ASSERT_TRUE(hist_edges(HistSpec{}, &e).is_ok());
     ASSERT_EQ(e.size(), 37u);  // 1e-8 .. 10: 9 decades x 4 bins
     EXPECT_EQ(e.front(), 1e-8);
     EXPECT_EQ(e.back(), 10.0);
@@ -104,10 +104,10 @@ TEST(KldReport, HistogramBins) {
     EXPECT_EQ(sum, h.total);
     HistSpec bad;
     bad.lo = 0;
-    EXPECT_EQ(hist_edges(bad, &e).code, Code::usage);
+    EXPECT_EQ(code_of(hist_edges(bad, &e)), Code::usage);
     bad = HistSpec{};
     bad.bins_per_decade = 0;
-    EXPECT_EQ(hist_edges(bad, &e).code, Code::usage);
+    EXPECT_EQ(code_of(hist_edges(bad, &e)), Code::usage);
 }
 
 TEST(KldReport, RanksRendersAndCountsEveryToken) {
@@ -153,10 +153,10 @@ TEST(KldReport, RanksRendersAndCountsEveryToken) {
         EXPECT_EQ(sum, r["positions"].get<int64_t>());
         EXPECT_EQ(h["total"], r["positions"]);
         StFile sf;
-        ASSERT_TRUE(sf.open(f.tokens(c["label"])).ok());
+        ASSERT_TRUE(sf.open(f.tokens(c["label"])).is_ok());
         const TensorInfo* t = sf.find("kl");
         std::vector<float> kl(t->shape[0]);
-        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).ok());
+        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).is_ok());
         std::vector<int64_t> counts(36, 0);
         int64_t below = 0;
         for (float x : kl) {
@@ -252,7 +252,7 @@ TEST(KldReport, InfiniteKlCandidateRanksLast) {
     std::printf("%s", out.c_str());
     std::string rjt = read_text(rj);
     json j;
-    ASSERT_TRUE(parse_json_py(rjt, rj, &j).ok());
+    ASSERT_TRUE(parse_json_py(rjt, rj, &j).is_ok());
     EXPECT_EQ(j["ranking"][0]["label"], "far");
     EXPECT_EQ(j["ranking"][1]["label"], "holed");
     EXPECT_TRUE(std::isinf(j["ranking"][1]["kl_mean"].get<double>()));
@@ -522,10 +522,10 @@ TEST(KldReport, HistogramRangeFollowsTheData) {
     double mn = 1e300, mx = 0;
     for (const char* n : {"near", "far"}) {
         StFile sf;
-        ASSERT_TRUE(sf.open(f.tokens(n)).ok());
+        ASSERT_TRUE(sf.open(f.tokens(n)).is_ok());
         const TensorInfo* t = sf.find("kl");
         std::vector<float> kl(t->shape[0]);
-        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).ok());
+        ASSERT_TRUE(sf.pread_data(t->begin, kl.data(), kl.size() * 4).is_ok());
         for (float x : kl)
             if (x > 0 && std::isfinite(x)) mn = std::min(mn, double(x)), mx = std::max(mx, double(x));
     }

@@ -43,7 +43,7 @@ std::vector<XSegment> segs_of(const ordered_json &a) {
 
 std::string show(const std::vector<XSegment> &v) {
     std::string s;
-    for (const auto &x : v) s += (x.markup ? "M" : "T") + py_quote(x.text) + " ";
+    for (const auto &x : v) s.append(x.markup ? "M" : "T").append(py_quote(x.text)).append(" ");
     return s;
 }
 

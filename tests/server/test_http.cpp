@@ -11,38 +11,15 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "fake_model.h"
-#include "server/server.h"
+#include "server_fixture.h"
 
 using namespace sluice::server;
 using nlohmann::json;
 
 namespace {
 
-class Http : public ::testing::Test {
+class Http : public tests::ServerFixture {
 protected:
-    void start(ServerOptions o = {}) {
-        o.host = "127.0.0.1";
-        o.port = 0;
-        if (o.model_name.empty()) o.model_name = "fake";
-        server_ = std::make_unique<Server>(model_, o);
-        std::string err;
-        ASSERT_TRUE(server_->bind(&err)) << err;
-        port_ = server_->port();
-        thread_ = std::thread([this] { server_->run(); });
-        httplib::Client c("127.0.0.1", port_);
-        for (int i = 0; i < 200 && !c.Get("/health"); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    void TearDown() override {
-        if (server_) server_->stop();
-        if (thread_.joinable()) thread_.join();
-    }
-    httplib::Client client(const std::string &key = {}) {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(30, 0);
-        if (!key.empty()) c.set_bearer_token_auth(key);
-        return c;
-    }
     json health() {
         auto r = client().Get("/health");
         return r ? json::parse(r->body) : json();
@@ -83,10 +60,6 @@ protected:
         }
     }
 
-    fake::FakeModel model_{"Hello, world! "};
-    std::unique_ptr<Server> server_;
-    std::thread thread_;
-    int port_ = 0;
 };
 
 const char *kChat = R"({"model":"fake","messages":[{"role":"user","content":"hi"}],"max_tokens":5,"temperature":0})";

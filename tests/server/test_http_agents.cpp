@@ -9,37 +9,15 @@
 #include <sstream>
 #include <thread>
 
-#include "fake_model.h"
-#include "server/server.h"
+#include "server_fixture.h"
 
 using namespace sluice::server;
 using nlohmann::json;
 
 namespace {
 
-class HttpAgents : public ::testing::Test {
+class HttpAgents : public tests::ServerFixture {
 protected:
-    void start(ServerOptions o = {}) {
-        o.host = "127.0.0.1";
-        o.port = 0;
-        if (o.model_name.empty()) o.model_name = "fake";
-        server_ = std::make_unique<Server>(model_, o);
-        std::string err;
-        ASSERT_TRUE(server_->bind(&err)) << err;
-        port_ = server_->port();
-        thread_ = std::thread([this] { server_->run(); });
-        httplib::Client c("127.0.0.1", port_);
-        for (int i = 0; i < 200 && !c.Get("/health"); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    void TearDown() override {
-        if (server_) server_->stop();
-        if (thread_.joinable()) thread_.join();
-    }
-    httplib::Client client() {
-        httplib::Client c("127.0.0.1", port_);
-        c.set_read_timeout(30, 0);
-        return c;
-    }
     json post(const std::string &path, const std::string &body, int want = 200) {
         auto r = client().Post(path.c_str(), body, "application/json");
         EXPECT_TRUE(r);
@@ -47,10 +25,6 @@ protected:
         EXPECT_EQ(r->status, want) << r->body;
         return json::parse(r->body);
     }
-    fake::FakeModel model_{"Hello, world! "};
-    std::unique_ptr<Server> server_;
-    std::thread thread_;
-    int port_ = 0;
 };
 
 }  // namespace

@@ -17,8 +17,7 @@
 #include <random>
 #include <thread>
 
-#include "fake_model.h"
-#include "server/server.h"
+#include "server_fixture.h"
 
 using namespace sluice::server;
 using nlohmann::json;
@@ -40,30 +39,8 @@ long rss_kib() {
     return v;
 }
 
-class Transport : public ::testing::Test {
+class Transport : public tests::ServerFixture {
 protected:
-    static ServerOptions portless() {
-        ServerOptions o;
-        o.port = 0;
-        return o;
-    }
-    // Port 0 unless a test asks otherwise: ctest runs tests in parallel,
-    // and a fixed 8000 collided between them.
-    void start(ServerOptions o = portless()) {
-        o.host = "127.0.0.1";
-        if (o.model_name.empty()) o.model_name = "fake";
-        server_ = std::make_unique<Server>(model_, o);
-        std::string err;
-        ASSERT_TRUE(server_->bind(&err)) << err;
-        port_ = server_->port();
-        thread_ = std::thread([this] { server_->run(); });
-        httplib::Client c("127.0.0.1", port_);
-        for (int i = 0; i < 200 && !c.Get("/health"); i++) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    void TearDown() override {
-        if (server_) server_->stop();
-        if (thread_.joinable()) thread_.join();
-    }
     int connect_raw() {
         int fd = socket(AF_INET, SOCK_STREAM, 0);
         sockaddr_in a{};
@@ -105,10 +82,6 @@ protected:
         }
         return s;
     }
-    fake::FakeModel model_{"Hello, world! "};
-    std::unique_ptr<Server> server_;
-    std::thread thread_;
-    int port_ = 0;
 };
 
 std::string post(const std::string &path, const std::string &body, bool close = true) {

@@ -308,6 +308,21 @@ def test_kld_help_and_errors():
     first = err.strip().splitlines()[0] if err.strip() else ""
     check(rc == 2 and first.startswith("sluice kld: error") and len(err.strip().splitlines()) <= 2,
           "kld suite make without --out: the error first, no usage dump", err)
+    # One option parser (CLI11) for every kld subcommand: help with defaults,
+    # exit 2 and a one-line reason for bad usage.
+    for sub, want in [(["compare"], "10000"), (["capture"], "256"), (["report"], "--bins-per-decade"),
+                      (["paired"], "--tie-tolerance"), (["noise"], "--runs"), (["export-kld"], "--reference"),
+                      (["suite", "verify"], "--expect-suite-hash"), (["inspect"], "files")]:
+        rc, out, err = run(["kld"] + sub + ["--help"])
+        check(rc == 0 and want in out, f"kld {' '.join(sub)} --help lists its options ({want})", (rc, out[:300], err))
+    for args, needle in [(["kld"], None), (["kld", "frobnicate"], None),
+                         (["kld", "compare", "--reference", "r", "--candidate", "c", "--windoes", "1"], "--windoes"),
+                         (["kld", "compare", "--reference", "r", "--candidate", "c", "--seed", "x"], "--seed"),
+                         (["kld", "compare", "--reference", "r", "--candidate", "c", "--io", "mmap"], "--io"),
+                         (["kld", "capture", "--suite", "s", "--out", "o"], "--model"),
+                         (["kld", "report", "--receipts", "a.json", "--out", "r.html", "extra"], "extra")]:
+        err = usage_error(args, "sluice " + " ".join(args), needle)
+        check(len(err.strip().splitlines()) <= 2, "sluice " + " ".join(args) + ": no usage dump", err)
 
 
 def test_synth_tokenizer():

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -112,7 +113,7 @@ TEST(CacheReplay, BeladyAgainstAnExhaustiveSearch) {
             opt_total += opt;
             min_total += b.hits;
             if (opt) worst = std::min(worst, (double)b.hits / (double)opt);
-            for (const char *name : {"lru", "lfru", "freq"}) {
+            for (const char *name : {"lru", "lfru", "freq", "pred"}) {
                 auto p = make_cache_policy(name, cap);
                 EXPECT_LE(replay_policy(tr, *p, cap).hits, opt) << name;
             }
@@ -175,9 +176,81 @@ TEST(CachePolicy, FreqKeepsCountsAcrossEvictionAndNeverEvictsPinned) {
     EXPECT_FALSE(q.admit(8, 7));
 }
 
+// Routing from a known source: per layer, a fixed popularity order (Zipf
+// 0.8 over `experts`) and persistence: each of the previous token's experts
+// is kept with probability `per`, the rest drawn by popularity.
+static RouteTrace markov_trace(uint64_t seed, int tokens, int layers, int experts, int k, double per) {
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<double> u(0, 1);
+    std::vector<double> w((size_t)experts);
+    for (int r = 0; r < experts; r++) w[(size_t)r] = 1.0 / std::pow((double)(r + 1), 0.8);
+    std::discrete_distribution<int> d(w.begin(), w.end());
+    std::vector<std::vector<std::vector<int>>> toks;
+    std::vector<std::vector<int>> prev((size_t)layers);
+    for (int t = 0; t < tokens; t++) {
+        std::vector<std::vector<int>> tok;
+        for (int m = 0; m < layers; m++) {
+            std::set<int> g;
+            for (int e : prev[(size_t)m])
+                if ((int)g.size() < k && u(rng) < per) g.insert(e);
+            while ((int)g.size() < k) g.insert(d(rng));
+            tok.push_back(std::vector<int>(g.begin(), g.end()));
+        }
+        prev = tok;
+        toks.push_back(tok);
+    }
+    return make_trace(toks);
+}
+
+TEST(CachePolicy, PredLearnsPersistenceAndBeatsFreqOnAMarkovSource) {
+    // The persistence estimate comes from the routing alone: it must find
+    // the source's (0.3, minus what popularity already explains) and not
+    // invent one where there is none.
+    for (double per : {0.0, 0.3}) {
+        const RouteTrace tr = markov_trace(7, 200, 8, 64, 4, per);
+        const size_t cap = 8 * 64 * 6 / 100;  // 6 % of the expert set
+        PredPolicy pred;
+        const ReplayCounts p = replay_policy(tr, pred, cap);
+        auto freq = make_cache_policy("freq", cap);
+        const ReplayCounts f = replay_policy(tr, *freq, cap);
+        const ReplayCounts b = replay_belady(tr, cap);
+        std::printf("persistence %.1f: estimate %.3f (half-life %g), hits pred %llu, freq %llu, belady %llu\n", per,
+                    pred.persistence(pred.chosen()), pred.half_life(pred.chosen()), (unsigned long long)p.hits,
+                    (unsigned long long)f.hits, (unsigned long long)b.hits);
+        if (per == 0.0) {
+            EXPECT_LT(pred.persistence(pred.chosen()), 0.05);
+        } else {
+            EXPECT_GT(pred.persistence(pred.chosen()), 0.15);
+            EXPECT_LT(pred.persistence(pred.chosen()), 0.35);
+            EXPECT_GT(p.hits, f.hits);  // persistence is what a single decayed count misses
+        }
+        EXPECT_LE(p.hits, b.hits);
+    }
+}
+
+TEST(CachePolicy, PredNeverEvictsPinnedAndRanksUnusedLast) {
+    PredPolicy p;
+    auto none = [](CacheKey) { return false; };
+    // Layer 0: record 1 used in two visits, record 2 in one, record 3 never
+    // (inserted by a prefetch that was not used).
+    p.access(cache_key(0, 1));
+    p.access(cache_key(1, 9));  // another layer: the visit of layer 0 ends
+    p.access(cache_key(0, 1));
+    p.access(cache_key(0, 2));
+    for (int e : {1, 2, 3}) p.inserted(cache_key(0, e));
+    CacheKey v = 0;
+    ASSERT_TRUE(p.victim(none, &v));
+    EXPECT_EQ(v, cache_key(0, 3));
+    auto pin3 = [](CacheKey k) { return k == cache_key(0, 3); };
+    ASSERT_TRUE(p.victim(pin3, &v));
+    EXPECT_NE(v, cache_key(0, 3));
+    auto all = [](CacheKey) { return true; };
+    EXPECT_FALSE(p.victim(all, &v));
+}
+
 TEST(CachePolicy, UnknownNameIsRefused) {
     EXPECT_EQ(make_cache_policy("lfu2", 4), nullptr);
-    for (const char *n : {"freq", "lfru", "lru"}) EXPECT_NE(make_cache_policy(n, 4), nullptr) << n;
+    for (const char *n : {"freq", "pred", "lfru", "lru"}) EXPECT_NE(make_cache_policy(n, 4), nullptr) << n;
 }
 
 TEST(RouteTrace, ReadsAndNamesBadLines) {

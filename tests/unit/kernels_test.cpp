@@ -214,7 +214,9 @@ TEST(Kernels, VqGemvMatchesRowAtATimeDefinition) {
                             ASSERT_EQ(got[(size_t)r], want[(size_t)r]) << k->name << " S=" << S << " E=" << E << " nv="
                                                                        << nv << " rows [" << r0 << "," << r1 << ") row " << r;
                         for (int64_t r = 0; r < M; r++)
-                            if (r < r0 || r >= r1) ASSERT_EQ(got[(size_t)r], -1.0f) << k->name << ": wrote row " << r;
+                            if (r < r0 || r >= r1) {
+                                ASSERT_EQ(got[(size_t)r], -1.0f) << k->name << ": wrote row " << r;
+                            }
                         checked++;
                     }
             }
