@@ -1,6 +1,13 @@
 #include "convert/vq.h"
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 headers build casts from a deliberately undefined register
+// and -Wmaybe-uninitialized reports it at the inlined uses below (GCC bug
+// 105593, fixed in GCC 13): not a variable of ours.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <immintrin.h>
 #endif
 

@@ -114,7 +114,10 @@ Status Container::describe_entry(const TrunkEntry &entry, const std::vector<int6
     const std::string where = trunk_.path() + ": tensor '" + full + "'";
     auto shape_str = [](const std::vector<int64_t> &s) {
         std::string r = "[";
-        for (size_t i = 0; i < s.size(); i++) r += (i ? "," : "") + (s[i] < 0 ? std::string("*") : std::to_string(s[i]));
+        for (size_t i = 0; i < s.size(); i++) {  // piece by piece: "," + std::string trips GCC 12's -Wrestrict
+            if (i) r += ',';
+            r += s[i] < 0 ? std::string("*") : std::to_string(s[i]);
+        }
         return r + "]";
     };
     if (want) {

@@ -121,7 +121,9 @@ TEST(ConvertReproducible, KillAndResumeGivesSameBytes) {
         auto got = snapshot(out);
         for (auto it = got.begin(); it != got.end();) it = it->first.size() > 4 && it->first.ends_with(".tmp") ? got.erase(it) : ++it;
         expect_same(ref, got, std::string("resume after ") + p.what);
-        if (std::string(p.detail) == "layer 2 experts") EXPECT_NE(sink.lines.find("layer 1: already converted"), std::string::npos);
+        if (std::string(p.detail) == "layer 2 experts") {
+            EXPECT_NE(sink.lines.find("layer 1: already converted"), std::string::npos);
+        }
     }
 }
 
