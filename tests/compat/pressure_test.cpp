@@ -6,6 +6,8 @@
 // a fake cgroup tree.
 #include <gtest/gtest.h>
 
+#include "proc_status.h"
+
 #include <sys/mman.h>
 #include <csignal>
 #include <sys/wait.h>
@@ -28,13 +30,7 @@ namespace {
 
 constexpr uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
 
-long vm_rss_kb() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-    return -1;
-}
+using sluice_test::vm_rss_kb;
 
 // 64 experts, top-8, 4 MoE layers of 256-wide experts: about 20 MiB of
 // records, written once for the suite.

@@ -7,6 +7,8 @@
 //  - UnderTheDefaultBudget: the budget sluice picks on this machine.
 #include <gtest/gtest.h>
 
+#include "proc_status.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -22,13 +24,7 @@ namespace {
 
 const char *model() { return std::getenv("SLUICE_K3_MODEL"); }
 
-long vm_hwm_kb() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-    return -1;
-}
+using sluice_test::vm_hwm_kb;
 
 // Opens under `extra` cache above the floor (0: the default budget), runs a
 // 16-token prompt in chunks and 16 greedy tokens, and compares VmHWM.

@@ -12,17 +12,12 @@
 #include <string>
 #include <vector>
 
+#include "proc_status.h"
 #include "sluice/sluice.h"
 
 namespace {
 
-long vm_hwm_kb() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmHWM:", 0) == 0) return std::atol(line.c_str() + 6);
-    return -1;
-}
+using sluice_test::vm_hwm_kb;
 
 }  // namespace
 

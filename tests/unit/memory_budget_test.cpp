@@ -5,6 +5,8 @@
 // drops).
 #include <gtest/gtest.h>
 
+#include "proc_status.h"
+
 #include <unistd.h>
 
 #include <cstring>
@@ -26,13 +28,7 @@ namespace {
 
 constexpr uint64_t GiB = 1ull << 30, MiB = 1ull << 20;
 
-long vm_rss_kb() {
-    std::ifstream f("/proc/self/status");
-    std::string line;
-    while (std::getline(f, line))
-        if (line.rfind("VmRSS:", 0) == 0) return std::atol(line.c_str() + 6);
-    return -1;
-}
+using sluice_test::vm_rss_kb;
 
 TEST(DefaultBudget, AvailableMinusReserveBetweenFloorAndAllExperts) {
     std::string why;
