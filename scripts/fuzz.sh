@@ -51,7 +51,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 declare -A SRC=(
-  [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/quant/qtensor.cpp"
+  [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp"
   [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp
     src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp"
   [fuzz_hotlist]="src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
