@@ -262,7 +262,7 @@ int mark_invalid_arguments(ordered_json *message) {
         try {
             const auto parsed = nlohmann::json::parse(args);  // only whether it parses
             (void)parsed;
-        } catch (const nlohmann::json::parse_error &e) {
+        } catch (const nlohmann::json::exception &e) {  // parse_error, and out_of_range for a number past double
             tc["error"] = ordered_json{
                 {"type", "invalid_arguments"},
                 {"message", "tool call " + std::to_string(i) + " (" + tc["function"]["name"].get<std::string>() +

@@ -11,6 +11,8 @@
 #include <string>
 
 #include "kld/io/llamakld.h"
+#include "tokenizer/chat.h"
+#include "tokenizer/tokenizer.h"
 
 namespace fs = std::filesystem;
 
@@ -44,4 +46,27 @@ TEST(FuzzRegress, KldHeaderWhoseSizeOverflows64Bits) {
     const int64_t n_ctx = 6, V = 5, C = 3, S = n_ctx - 1 - n_ctx / 2, nv = 2 * ((V + 1) / 2) + 4;
     EXPECT_EQ(sluice::kld::kld_expected_size(n_ctx, V, C), uint64_t(20 + 4 * n_ctx * C + 2 * nv * S * C));
     fs::remove_all(fs::path(path).parent_path());
+}
+
+// fuzz_tokenizer (long run, 2026-12-03): a number past double's range in
+// chat.json or a specials file made nlohmann's parser throw out_of_range,
+// which only parse_error was caught for: std::terminate. Both are now a
+// format error naming the file.
+TEST(FuzzRegress, JsonNumberPastDoubleIsAFormatErrorNotATerminate) {
+    const std::string huge = "1e99999";
+    auto fmt = sluice::tok::parse_chat_json("{\"system\": " + huge + "}", "fuzz/chat.json");
+    ASSERT_FALSE(fmt);
+    EXPECT_NE(fmt.status().message().find("fuzz/chat.json"), std::string::npos) << fmt.status().message();
+    std::printf("chat.json: %s\n", fmt.status().message().c_str());
+    // A byte-level rank file (every single byte, base64, rank = byte), so the
+    // specials file is what gets parsed.
+    static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string ranks;
+    for (int b = 0; b < 256; b++)
+        ranks.append(1, b64[b >> 2]).append(1, b64[(b & 3) << 4]).append("== ").append(std::to_string(b)).append("\n");
+    auto tok = sluice::tok::Tokenizer::from_text(ranks, "{\"added_tokens_decoder\": {\"256\": " + huge + "}}", {},
+                                                 "fuzz/tokenizer_config.json");
+    ASSERT_FALSE(tok);
+    EXPECT_NE(tok.status().message().find("JSON"), std::string::npos) << tok.status().message();
+    std::printf("specials: %s\n", tok.status().message().c_str());
 }
