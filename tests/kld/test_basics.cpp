@@ -56,24 +56,6 @@ TEST(KldBasics, SafetensorsRoundTripAndPadding) {
     }
 }
 
-TEST(KldBasics, SafetensorsFestr2HeaderSizes) {
-    // §1.9: the festr2 writer's header is 328 bytes for windows 0-23 and 336
-    // for 24-31; ours emits the same compact JSON and padding.
-    const std::string h64(64, 'a');
-    auto hdr = [&](int idx, const std::string& dom) {
-        std::map<std::string, std::string> m = {{"format", "kimi-k3-kld-reference-v1"}, {"window_index", std::to_string(idx)},
-                                                {"domain", dom}, {"context_length", "2048"}, {"vocab_size", "163840"},
-                                                {"dtype", "float32"}, {"token_ids_json_sha256", h64}};
-        return safetensors_header(m, {{"logits", "F32", {2047, 163840}, nullptr}}).size();
-    };
-    EXPECT_EQ(hdr(7, "prose"), 328u);
-    EXPECT_EQ(hdr(23, "code"), 328u);
-    EXPECT_EQ(hdr(31, "instruction"), 336u);
-    const uint64_t total = 24 * (8 + 328 + 1341521920ull) + 8 * (8 + 336 + 1341521920ull);
-    std::printf("festr2 payload rebuilt from our headers: %llu bytes\n", (unsigned long long)total);
-    EXPECT_EQ(total, 42928712256ull);
-}
-
 TEST(KldBasics, SafetensorsReaderRefusals) {
     const std::string d = tmpdir("st-bad");
     auto make = [&](const std::string& name, const std::string& header, size_t data) {
