@@ -170,7 +170,10 @@ struct Chat {
         sluice_sampler *sampler = sluice_sampler_new(&p);
         GenOptions go;
         go.n_max = a.n_max;
-        g_interrupted = 0;
+        // Not reset here: a Ctrl-C pressed after Enter, while the prompt is
+        // prefilled, means "stop this reply" and was lost when the flag was
+        // cleared after the prefill (chat_pty failed in CI under load). The
+        // main loop clears it before each read.
         go.interrupt = &g_interrupted;
         if (stop_token >= 0)
             go.stop_tokens.push_back(stop_token);

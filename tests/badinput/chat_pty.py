@@ -87,12 +87,19 @@ pos = expect("prompt after the recall", b"> ", pos)
 # A long reply, stopped with Ctrl-C once it has started.
 type_(b"Tell me everything.\r")
 pos = expect("echo of the message", b"everything.", pos)
-n0 = len(out)
+# The reply starts after the line's own end ("\r\n" from libedit): wait
+# for 20 bytes past it, so the Ctrl-C lands while tokens are coming out.
 end = time.time() + 60
-while len(out) < n0 + 20 and time.time() < end:  # some of the reply is out
+while time.time() < end:
+    nl = out.find(b"\n", pos)
+    if nl >= 0 and len(out) >= nl + 1 + 20:
+        break
     pump(0.2)
+at_ctrl_c = len(out)
 type_(b"\x03")
 pos = expect("Ctrl-C stops the reply", b"(reply stopped)", pos)
+if "Ctrl-C stops the reply" in fails:  # what the terminal showed when the key went in
+    print(f"     output around the Ctrl-C: {out[max(0, at_ctrl_c - 120):at_ctrl_c + 60]!r}")
 pos = expect("prompt after the stopped reply", b"> ", pos)
 time.sleep(0.3)
 alive = os.waitpid(pid, os.WNOHANG) == (0, 0)
