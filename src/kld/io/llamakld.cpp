@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -182,7 +183,7 @@ Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, cons
 
 Suite suite_from_kld(const KldFile& f) {
     Suite s;
-    s.dir = ".";
+    s.dir.assign(1, '.');  // not = ".": GCC 12's false -Wrestrict (PR 105329) once inlined here
     s.manifest_path = f.path;
     s.context_length = f.n_ctx;
     std::vector<std::string> hs;
@@ -276,6 +277,16 @@ Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* 
 
 // ---- §6.5 statistics block -------------------------------------------------
 namespace {
+// printf into a string with the format checked at compile time (a lambda
+// forwarding its format argument defeats -Wformat: clang flagged it).
+__attribute__((format(printf, 2, 3))) void appendf(std::string& o, const char* fmt, ...) {
+    char b[256];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(b, sizeof b, fmt, ap);
+    va_end(ap);
+    o += b;
+}
 std::pair<double, double> mu(double sum, double sum2, size_t n) {
     if (n < 1) return {0, 0};
     const double f = sum / double(n);
@@ -329,45 +340,43 @@ std::string llamacpp_block(const std::vector<LlamaToken>& toks) {
     const double rms = std::sqrt(p2m), rms_u = rms > 0 ? 0.5 / rms * p2u : 0.0;
     const double st = double(same) / double(n);
     std::string o;
-    char b[256];
-    auto L = [&](const char* fmt, auto... a) { std::snprintf(b, sizeof b, fmt, a...); o += b; };
-    L("====== Perplexity statistics ======\n");
-    L("Mean PPL(Q)                   : %10.6lf ± %10.6lf\n", ppl_q, ppl_q * uq);
-    L("Mean PPL(base)                : %10.6lf ± %10.6lf\n", ppl_b, ppl_b * ub);
-    L("Cor(ln(PPL(Q)), ln(PPL(base))): %6.2lf%%\n", 100.0 * cor);
-    L("Mean ln(PPL(Q)/PPL(base))     : %10.6lf ± %10.6lf\n", lr, lr_u);
-    L("Mean PPL(Q)/PPL(base)         : %10.6lf ± %10.6lf\n", pr, pr * lr_u);
-    L("Mean PPL(Q)-PPL(base)         : %10.6lf ± %10.6lf\n", ppl_q - ppl_b, pd_u);
-    L("\n====== KL divergence statistics ======\n");
-    L("Mean    KLD: %10.6lf ± %10.6lf\n", km, ku);
-    L("Maximum KLD: %10.6f\n", double(kv.back()));
-    L("99.9%%   KLD: %10.6f\n", double(pct(kv, 0.999f)));
-    L("99.0%%   KLD: %10.6f\n", double(pct(kv, 0.990f)));
-    L("95.0%%   KLD: %10.6f\n", double(pct(kv, 0.950f)));
-    L("90.0%%   KLD: %10.6f\n", double(pct(kv, 0.900f)));
-    L("Median  KLD: %10.6f\n", double(median_f(kv)));
-    L("10.0%%   KLD: %10.6f\n", double(pct(kv, 0.100f)));
-    L(" 5.0%%   KLD: %10.6f\n", double(pct(kv, 0.050f)));
-    L(" 1.0%%   KLD: %10.6f\n", double(pct(kv, 0.010f)));
-    L(" 0.1%%   KLD: %10.6f\n", double(pct(kv, 0.001f)));
-    L("Minimum KLD: %10.6f\n", double(kv.front()));
-    L("\n====== Token probability statistics ======\n");
-    L("Mean    Δp: %6.3lf ± %5.3lf %%\n", 100.0 * pm, 100.0 * pu);
-    L("Maximum Δp: %6.3lf%%\n", 100.0 * pv.back());
-    L("99.9%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.999f));
-    L("99.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.990f));
-    L("95.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.950f));
-    L("90.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.900f));
-    L("75.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.750f));
-    L("Median  Δp: %6.3lf%%\n", 100.0 * median_f(pv));
-    L("25.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.250f));
-    L("10.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.100f));
-    L(" 5.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.050f));
-    L(" 1.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.010f));
-    L(" 0.1%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.001f));
-    L("Minimum Δp: %6.3lf%%\n", 100.0 * pv.front());
-    L("RMS Δp    : %6.3lf ± %5.3lf %%\n", 100.0 * rms, 100.0 * rms_u);
-    L("Same top p: %6.3lf ± %5.3lf %%\n", 100.0 * st, 100.0 * std::sqrt(st * (1.0 - st) / double(n - 1)));
+    appendf(o, "====== Perplexity statistics ======\n");
+    appendf(o, "Mean PPL(Q)                   : %10.6lf ± %10.6lf\n", ppl_q, ppl_q * uq);
+    appendf(o, "Mean PPL(base)                : %10.6lf ± %10.6lf\n", ppl_b, ppl_b * ub);
+    appendf(o, "Cor(ln(PPL(Q)), ln(PPL(base))): %6.2lf%%\n", 100.0 * cor);
+    appendf(o, "Mean ln(PPL(Q)/PPL(base))     : %10.6lf ± %10.6lf\n", lr, lr_u);
+    appendf(o, "Mean PPL(Q)/PPL(base)         : %10.6lf ± %10.6lf\n", pr, pr * lr_u);
+    appendf(o, "Mean PPL(Q)-PPL(base)         : %10.6lf ± %10.6lf\n", ppl_q - ppl_b, pd_u);
+    appendf(o, "\n====== KL divergence statistics ======\n");
+    appendf(o, "Mean    KLD: %10.6lf ± %10.6lf\n", km, ku);
+    appendf(o, "Maximum KLD: %10.6f\n", double(kv.back()));
+    appendf(o, "99.9%%   KLD: %10.6f\n", double(pct(kv, 0.999f)));
+    appendf(o, "99.0%%   KLD: %10.6f\n", double(pct(kv, 0.990f)));
+    appendf(o, "95.0%%   KLD: %10.6f\n", double(pct(kv, 0.950f)));
+    appendf(o, "90.0%%   KLD: %10.6f\n", double(pct(kv, 0.900f)));
+    appendf(o, "Median  KLD: %10.6f\n", double(median_f(kv)));
+    appendf(o, "10.0%%   KLD: %10.6f\n", double(pct(kv, 0.100f)));
+    appendf(o, " 5.0%%   KLD: %10.6f\n", double(pct(kv, 0.050f)));
+    appendf(o, " 1.0%%   KLD: %10.6f\n", double(pct(kv, 0.010f)));
+    appendf(o, " 0.1%%   KLD: %10.6f\n", double(pct(kv, 0.001f)));
+    appendf(o, "Minimum KLD: %10.6f\n", double(kv.front()));
+    appendf(o, "\n====== Token probability statistics ======\n");
+    appendf(o, "Mean    Δp: %6.3lf ± %5.3lf %%\n", 100.0 * pm, 100.0 * pu);
+    appendf(o, "Maximum Δp: %6.3lf%%\n", 100.0 * pv.back());
+    appendf(o, "99.9%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.999f));
+    appendf(o, "99.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.990f));
+    appendf(o, "95.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.950f));
+    appendf(o, "90.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.900f));
+    appendf(o, "75.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.750f));
+    appendf(o, "Median  Δp: %6.3lf%%\n", 100.0 * median_f(pv));
+    appendf(o, "25.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.250f));
+    appendf(o, "10.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.100f));
+    appendf(o, " 5.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.050f));
+    appendf(o, " 1.0%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.010f));
+    appendf(o, " 0.1%%   Δp: %6.3lf%%\n", 100.0 * pct(pv, 0.001f));
+    appendf(o, "Minimum Δp: %6.3lf%%\n", 100.0 * pv.front());
+    appendf(o, "RMS Δp    : %6.3lf ± %5.3lf %%\n", 100.0 * rms, 100.0 * rms_u);
+    appendf(o, "Same top p: %6.3lf ± %5.3lf %%\n", 100.0 * st, 100.0 * std::sqrt(st * (1.0 - st) / double(n - 1)));
     return o;
 }
 
