@@ -268,7 +268,8 @@ TEST_F(BadInput, BankExpertCountNotAPositiveInteger) {
         {"0", 0}, {"0.5", 0.5}, {"null", nullptr}, {"missing", nlohmann::json()}};
     for (const auto &[name, v] : cases) {
         std::string c = copy("kimi-linear-tiny");
-        edit_manifest(c, [&, name = name](nlohmann::json &j) {
+        // Bindings copied into the capture: clang 14 cannot capture a structured binding.
+        edit_manifest(c, [&, name = name, v = v](nlohmann::json &j) {
             if (name == "missing") j["layers"]["1"].erase("experts");
             else j["layers"]["1"]["experts"] = v;
         });

@@ -219,7 +219,7 @@ private:
     }
     void fill_row(float *row, size_t k) {
         for (int32_t i = 0; i < kVocab; i++) row[i] = 0.0f;
-        row[' '] = 2.0f;  // a second choice, for top_logprobs
+        row[int{' '}] = 2.0f;  // a second choice, for top_logprobs
         row[script_[k % script_.size()]] = 10.0f;
     }
     void fill_logits(float *logits) { fill_row(logits, (size_t)((int)fed_.size() - prompt_end_)); }

@@ -18,8 +18,6 @@ using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
-const double kInf = std::numeric_limits<double>::infinity();
-
 // Scores one window into its slot. Any error names window/row/column.
 Status score_window(const Suite& s, Operand& ref, Operand& cand, int pos, const CompareOptions& o, int64_t V,
                     WindowResult* w, ProgressTicker* prog) {
