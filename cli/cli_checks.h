@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "runtime/cpu_list.h"
+#include "common/cpu_list.h"
 
 namespace sluice {
 

@@ -13,7 +13,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "common/output_path.h"
-#include "runtime/memory_plan.h"
+#include "common/units.h"
 #include "convert/convert.h"
 #include "synth/synth.h"
 

@@ -16,7 +16,7 @@
 
 #include "cli/cli_checks.h"
 #include "cli/cli_util.h"
-#include "runtime/memory_plan.h"
+#include "common/units.h"
 #include "server/server.h"
 #include "server/sluice_model.h"
 #include "sluice/sluice.h"

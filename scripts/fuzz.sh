@@ -28,7 +28,7 @@ fi
 ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
   src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
   src/runtime/memory_plan.cpp src/runtime/hotlist.cpp src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp
-  src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/runtime/cpu_list.cpp src/runtime/mem_status.cpp
+  src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/common/cpu_list.cpp src/common/units.cpp src/runtime/mem_status.cpp
   src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp src/vision/config.cpp
   src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
   src/format/platform_io.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
@@ -41,7 +41,7 @@ esac
 NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model/kda.cpp src/model/mla.cpp
   src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
   src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp src/runtime/route_trace.cpp src/runtime/read_queue.cpp
-  src/runtime/cpu_list.cpp src/runtime/mem_status.cpp src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp
+  src/common/cpu_list.cpp src/common/units.cpp src/runtime/mem_status.cpp src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp
   src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp
   src/quant/dispatch.cpp src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp
   src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp src/quant/kernels_neon.cpp src/synth/synth.cpp
@@ -51,7 +51,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 declare -A SRC=(
-  [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp"
+  [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/common/units.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp"
   [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp
     src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp"
   [fuzz_hotlist]="src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"

@@ -24,7 +24,7 @@
 #include "runtime/disk_probe.h"
 #include "runtime/memory_plan.h"
 #include "synth/config_plan.h"
-#include "runtime/cpu_list.h"
+#include "common/cpu_list.h"
 #include "runtime/route_trace.h"
 #include "vision/config.h"
 

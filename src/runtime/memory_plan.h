@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "common/units.h"  // parse_size, format_size: their users reach them through here too
 #include "format/manifest.h"
 #include "runtime/mem_status.h"
 
@@ -84,8 +85,5 @@ uint64_t budget_reserve(uint64_t ram_limit);
 uint64_t default_budget(uint64_t floor, uint64_t max_useful, uint64_t ram_limit, uint64_t available,
                         std::string *why);
 
-// "2G", "1.5GiB", "512M", "1073741824" -> bytes. False on junk.
-bool parse_size(const std::string &s, uint64_t *out);
-std::string format_size(uint64_t bytes);
 
 }  // namespace sluice

@@ -1,4 +1,4 @@
-#include "runtime/cpu_list.h"
+#include "common/cpu_list.h"
 
 #include <algorithm>
 
