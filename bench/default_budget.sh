@@ -64,14 +64,17 @@ done < "$OUT/budgets"
 /usr/bin/python3 - "$OUT/all.jsonl" <<'EOF'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-hdr = ("run", "budget GiB", "cache GiB", "decode tok/s", "hit rate", "GB read/token", "peak RSS GiB", "RSS/budget",
-       "page cache")
+# Cache hits and read-ahead hits apart: their sum is not a hit rate (a
+# record read ahead of its layer was still read).
+hdr = ("run", "budget GiB", "cache GiB", "decode tok/s", "cache hits", "read-ahead hits", "GB read/token",
+       "peak RSS GiB", "RSS/budget", "page cache")
 print("| " + " | ".join(hdr) + " |")
 print("|" + "---|" * len(hdr))
 G = 1 << 30
 for r in rows:
-    print("| %s | %.2f | %.2f | %.3f | %.1f %% | %.3f | %.2f | %.3f | %s |" % (
-        r["label"], r["budget_bytes"] / G, r["cache_bytes"] / G, r["decode_tok_s"], 100 * r["hit_rate"],
+    print("| %s | %.2f | %.2f | %.3f | %.1f %% | %.1f %% | %.3f | %.2f | %.3f | %s |" % (
+        r["label"], r["budget_bytes"] / G, r["cache_bytes"] / G, r["decode_tok_s"], 100 * r["cache_hit_rate"],
+        100 * r["readahead_hit_rate"],
         r["gb_read_per_token"], r["peak_rss_bytes"] / G, r["peak_rss_bytes"] / r["budget_bytes"], r["page_cache"]))
 dflt = [r for r in rows if r["label"] == "default"]
 fixed = [r for r in rows if r["label"] != "default"]
