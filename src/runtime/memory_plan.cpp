@@ -1,5 +1,7 @@
 #include "runtime/memory_plan.h"
 
+#include "common/units.h"
+
 #include <unistd.h>
 
 #include <algorithm>

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 
-#include "common/units.h"  // parse_size, format_size: their users reach them through here too
 #include "format/manifest.h"
 #include "runtime/mem_status.h"
 

@@ -25,8 +25,7 @@ namespace {
 // the compiler lacks _Float16 on x86 (clang before 15), the F16C instruction
 // (also IEEE round-to-nearest-even).
 #if defined(__clang__) && __clang_major__ < 15 && defined(__x86_64__)
-constexpr bool kRefNeedsF16c = true;
-bool has_f16c() {  // CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c")
+bool ref_half_available() {  // F16C: CPUID.1:ECX bit 29 (clang 14's __builtin_cpu_supports has no "f16c")
     unsigned a = 0, b = 0, c = 0, d = 0;
     return __get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 29));
 }
@@ -34,8 +33,7 @@ __attribute__((target("f16c"))) uint16_t ref_half(float f) {
     return static_cast<uint16_t>(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
 }
 #else
-constexpr bool kRefNeedsF16c = false;
-bool has_f16c() { return true; }  // not needed: the compiler converts
+bool ref_half_available() { return true; }  // the compiler converts
 uint16_t ref_half(float f) {
     const _Float16 h = static_cast<_Float16>(f);
     uint16_t u;
@@ -46,7 +44,7 @@ uint16_t ref_half(float f) {
 }  // namespace
 
 TEST(ConvertNumeric, F16MatchesCompilerHalfConversion) {
-    if (kRefNeedsF16c && !has_f16c()) GTEST_SKIP() << "no _Float16 in this compiler and no F16C";
+    if (!ref_half_available()) GTEST_SKIP() << "no _Float16 in this compiler and no F16C";
     // _Float16 casts are IEEE round-to-nearest-even: the reference for 12.2.
     std::mt19937 rng(1);
     int64_t checked = 0, bad = 0;
