@@ -68,6 +68,13 @@ Status ExpertStore::init() {
     return Status::ok();
 }
 
+void ExpertStore::note_guess_locked(bool used) {
+    // An exponential average over about the last 64 guesses resolved (eight
+    // layers' worth at top-k 8): used ones count 1, discarded ones 0.
+    constexpr double kWeight = 1.0 / 64;
+    guess_score_ = guess_score_ * (1 - kWeight) + (used ? kWeight : 0.0);
+}
+
 void ExpertStore::note_io_locked(int delta) {
     // read_seconds: wall time with at least one read in flight, so that
     // bytes / read_seconds is the rate the disk delivered to us.
@@ -171,7 +178,10 @@ Status ExpertStore::fetch(int layer, int expert, ExpertRef *out) {
             release_locked(*wait);
             if (!wait->st) return wait->st;
             st_.readahead_hits++;
-            if (wait->guess) st_.guesses_used++;
+            if (wait->guess) {
+                st_.guesses_used++;
+                note_guess_locked(true);
+            }
             *out = wait->ref;
             insert_locked(k, wait->ref);
             return Status::ok();
@@ -237,7 +247,7 @@ void ExpertStore::landed(Key k, const std::shared_ptr<Inflight> &inf, RecordByte
         inf->done = true;
         if (inf->orphan) {
             // Nobody will fetch it: its buffer goes back now, not at the
-            // next layer's clean-up.
+            // next layer's clean-up. (Its guess was scored when orphaned.)
             st_.prefetch_wasted++;
             release_locked(*inf);
             inf->ref.reset();
@@ -261,6 +271,7 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
             const int l = (int)(it->first >> 32);
             if (it->second->done && l != layer && l != layer - 1) {
                 st_.prefetch_wasted++;
+                if (it->second->guess) note_guess_locked(false);
                 release_locked(*it->second);
                 it = inflight_.erase(it);
             } else {
@@ -274,6 +285,7 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
             auto picked = [&](int e) { return std::find(experts.begin(), experts.end(), e) != experts.end(); };
             for (auto it = inflight_.begin(); it != inflight_.end();) {
                 if ((int)(it->first >> 32) == layer && it->second->guess && !picked((int)(uint32_t)it->first)) {
+                    note_guess_locked(false);
                     if (it->second->done) {
                         st_.prefetch_wasted++;
                         release_locked(*it->second);
@@ -285,11 +297,12 @@ void ExpertStore::prefetch(int layer, const std::vector<int> &experts, bool spec
                     ++it;
                 }
             }
-        } else if (!queue_->guesses_only_idle()) {
-            // Guesses only use a disk that would otherwise idle: behind
-            // certain reads they would still hold the allowance and a
-            // cache slot. Unconditional lookahead read 144 records per
-            // token at 8 GB against 122 without it (LEARNED, 2026-12-03).
+        } else if (guess_score_ < 0.5 && reads_running_ > 0) {
+            // Guesses that have lately been wrong more often than right
+            // (a router that does not predict the next one, or route
+            // replay) only use a disk that would otherwise idle: each
+            // wrong one costs a record of bandwidth, and one in flight
+            // cannot be recalled. The idle ones keep the score current.
             return;
         }
         const int64_t stride = bank->second.stride;

@@ -95,6 +95,7 @@ private:
     void release_locked(Inflight &inf);
     void insert_locked(Key k, const ExpertRef &ref);
     void note_io_locked(int delta);
+    void note_guess_locked(bool used);
 
     const Container &c_;
     ExpertGeom geom_;
@@ -115,6 +116,7 @@ private:
     uint64_t cap_bytes_ = 0;  // current capacity (<= opt_.cache_bytes), under mu_
     uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
     int reads_running_ = 0;
+    double guess_score_ = 1.0;  // recent share of lookahead guesses used (note_guess_locked)
     double busy_since_ = 0;
     StoreStats st_;
     std::shared_ptr<RecordPool> pool_;  // before queue_: buffers return here while the queue drains

@@ -191,6 +191,51 @@ TEST(PlacementsGenerated, BitIdentical) {
     fs::remove_all(dir);
 }
 
+// Lookahead guesses under a small cache (most fetches miss, as in a model
+// far larger than RAM): they go out, and change no logit. (How many go out
+// at full scale is a benchmark: bench_budget's "guesses" on the 48B shape,
+// docs/PERF.md 2026-12-05; this model's reads land too fast to show it.)
+TEST(PlacementsGenerated, LookaheadGuessesGoOutUnderACache) {
+    const fs::path dir = fs::temp_directory_path() / ("sluice-synth-la-" + std::to_string(::getpid()));
+    sluice::SynthOptions o;
+    o.out = (dir / "m.waste").string();
+    o.layers = 5;
+    o.hidden = 256;
+    o.vocab = 1024;
+    o.heads = 4;
+    o.experts = 64;
+    o.top_k = 8;
+    o.moe_inter = 128;
+    o.inter = 512;
+    o.kda_heads = 4;
+    o.kda_dim = 32;
+    o.kv_lora = 64;
+    o.d_nope = 32;
+    o.d_rope = 16;
+    o.d_v = 32;
+    o.mla_every = 2;
+    o.jobs = 1;
+    fs::create_directories(dir);
+    const sluice::Status st = sluice::run_synth(o, nullptr);
+    ASSERT_TRUE(st) << st.message();
+    std::vector<int32_t> ids(24);
+    for (int i = 0; i < 24; i++) ids[(size_t)i] = (i * 131 + 7) % o.vocab;
+    sluice_stats off{}, on{};
+    // A cache of 24 of the 256 records: most fetches miss, as in a model
+    // far larger than RAM.
+    const auto ref = run_all(o.out, ids, {"cache on, no lookahead", 0, 0, 0, 1, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 8, "freq", 24}, &off);
+    const auto got = run_all(o.out, ids, {"cache on, lookahead", 0, 0, 0, 0, 0, 1, nullptr, 2, SLUICE_IO_AUTO, 8, "freq", 24}, &on);
+    std::printf("cache on (%llu B), lookahead: %llu guesses, %llu used, %llu withdrawn; reads %llu (no lookahead: %llu)\n", (unsigned long long)on.cache_bytes,
+                (unsigned long long)on.lookahead_guesses, (unsigned long long)on.lookahead_guesses_used,
+                (unsigned long long)on.lookahead_guesses_dropped, (unsigned long long)on.expert_reads,
+                (unsigned long long)off.expert_reads);
+    EXPECT_EQ(off.lookahead_guesses, 0u);
+    EXPECT_GT(on.lookahead_guesses, 0u) << "no lookahead guess went out under a cache";
+    ASSERT_EQ(got.size(), ref.size());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), ref.size() * 4), 0) << "lookahead changed the logits";
+    fs::remove_all(dir);
+}
+
 TEST(Prefill, ChunkedReadsEachDistinctExpertOncePerChunk) {
     if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
     for (const std::string name : {"kimi-linear-tiny", "k3-tiny", "deepseek-yarn-tiny"}) {
