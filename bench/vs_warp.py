@@ -165,24 +165,30 @@ def main():
     failed = []
     print()
     print("| config | engine | open s | prefill 16 s | TTFT s | decode tok/s | whole process s | GB read | "
-          "peak RSS GiB | read rate (busy) / probe best |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "peak RSS GiB | decode read rate / probe best (wall; busy) | lookahead guesses used |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for name, mb, sargs, label in configs:
         for eng in ("warp", "sluice"):
             rs = res[name][eng]
             gb = [r["gb_read"] for r in rs] if eng == "warp" else [(r["bytes_read"] + r["prefill_bytes"]) / 1e9 for r in rs]
-            rate = "" if eng == "warp" else " / ".join(f"{r['read_gbps_busy'] / best_gbps:.2f}" for r in rs)
+            # Wall: bytes read during decode over decode time, the rate the
+            # target is judged on. Busy: over the time a read was queued or
+            # in flight, which flatters a decode that waits little.
+            rate = "" if eng == "warp" else " / ".join(
+                f"{r['read_gbps_wall'] / best_gbps:.2f}; {r['read_gbps_busy'] / best_gbps:.2f}" for r in rs)
+            guess = "" if eng == "warp" else " / ".join(
+                f"{r['guesses_used']}/{r['guesses']}" for r in rs)
             print(f"| {label} | {eng} | {med([r['open_s'] for r in rs]):.2f} | {med([r['prefill_s'] for r in rs]):.2f} | "
                   f"{med([r['ttft_s'] for r in rs]):.2f} | "
                   + " / ".join(f"{r['decode_tps']:.2f}" for r in rs) + " | "
                   + " / ".join(f"{r['wall_s']:.1f}" for r in rs) + f" | {med(gb):.1f} | "
-                  f"{max(r['peak_rss_kb'] for r in rs) / 1048576:.2f} | {rate} |")
+                  f"{max(r['peak_rss_kb'] for r in rs) / 1048576:.2f} | {rate} | {guess} |")
         w, s = res[name]["warp"], res[name]["sluice"]
         dec = med([r["decode_tps"] for r in s]) / med([r["decode_tps"] for r in w])
         whole = med([r["wall_s"] for r in w]) / med([r["wall_s"] for r in s])
-        rate = med([r["read_gbps_busy"] for r in s]) / best_gbps
+        rate = med([r["read_gbps_wall"] for r in s]) / best_gbps
         print(f"\n{label}: decode {dec:.2f}x warp (target {TARGET_SPEEDUP}x), whole process {whole:.2f}x faster "
-              f"(target {TARGET_SPEEDUP}x), sluice's decode read rate {rate:.0%} of the best probe (target "
+              f"(target {TARGET_SPEEDUP}x), sluice's decode read rate (bytes / decode time) {rate:.0%} of the best probe (target "
               f"{TARGET_READ:.0%}); sluice decode: {med([r['demand_hits'] for r in s]):.0f} cache hits, "
               f"{med([r['readahead_hits'] for r in s]):.0f} read-ahead hits, {med([r['sync_reads'] for r in s]):.0f} "
               f"waited-for reads, {med([r['bytes_per_token'] for r in s]) / 1e6:.0f} MB/token; peak RSS "
