@@ -75,6 +75,32 @@ std::vector<float> run_all(const std::string &model, const std::vector<int32_t> 
     return all;
 }
 
+// A 5-layer model with the full-scale router shape (top-8 of 64 experts,
+// 64-row-aligned expert widths), written to dir/m.waste.
+void synth_router_model(const fs::path &dir, sluice::SynthOptions *out) {
+    sluice::SynthOptions &o = *out;
+    o.out = (dir / "m.waste").string();
+    o.layers = 5;
+    o.hidden = 256;
+    o.vocab = 1024;
+    o.heads = 4;
+    o.experts = 64;
+    o.top_k = 8;
+    o.moe_inter = 128;
+    o.inter = 512;
+    o.kda_heads = 4;
+    o.kda_dim = 32;
+    o.kv_lora = 64;
+    o.d_nope = 32;
+    o.d_rope = 16;
+    o.d_v = 32;
+    o.mla_every = 2;
+    o.jobs = 1;
+    fs::create_directories(dir);
+    const sluice::Status st = sluice::run_synth(o, nullptr);
+    ASSERT_TRUE(st) << st.message();
+}
+
 class Placements : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Placements, BitIdentical) {
@@ -132,26 +158,7 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Placements);
 TEST(PlacementsGenerated, BitIdentical) {
     const fs::path dir = fs::temp_directory_path() / ("sluice-synth-" + std::to_string(::getpid()));
     sluice::SynthOptions o;
-    o.out = (dir / "m.waste").string();
-    o.layers = 5;
-    o.hidden = 256;
-    o.vocab = 1024;
-    o.heads = 4;
-    o.experts = 64;
-    o.top_k = 8;
-    o.moe_inter = 128;
-    o.inter = 512;
-    o.kda_heads = 4;
-    o.kda_dim = 32;
-    o.kv_lora = 64;
-    o.d_nope = 32;
-    o.d_rope = 16;
-    o.d_v = 32;
-    o.mla_every = 2;
-    o.jobs = 1;
-    fs::create_directories(dir);
-    const sluice::Status st = sluice::run_synth(o, nullptr);
-    ASSERT_TRUE(st) << st.message();
+    ASSERT_NO_FATAL_FAILURE(synth_router_model(dir, &o));
     std::vector<int32_t> ids(40);
     for (int i = 0; i < 40; i++) ids[(size_t)i] = (i * 97 + 5) % o.vocab;
     const std::string hot = (dir / "hot.waste").string();
@@ -198,26 +205,7 @@ TEST(PlacementsGenerated, BitIdentical) {
 TEST(PlacementsGenerated, LookaheadGuessesGoOutUnderACache) {
     const fs::path dir = fs::temp_directory_path() / ("sluice-synth-la-" + std::to_string(::getpid()));
     sluice::SynthOptions o;
-    o.out = (dir / "m.waste").string();
-    o.layers = 5;
-    o.hidden = 256;
-    o.vocab = 1024;
-    o.heads = 4;
-    o.experts = 64;
-    o.top_k = 8;
-    o.moe_inter = 128;
-    o.inter = 512;
-    o.kda_heads = 4;
-    o.kda_dim = 32;
-    o.kv_lora = 64;
-    o.d_nope = 32;
-    o.d_rope = 16;
-    o.d_v = 32;
-    o.mla_every = 2;
-    o.jobs = 1;
-    fs::create_directories(dir);
-    const sluice::Status st = sluice::run_synth(o, nullptr);
-    ASSERT_TRUE(st) << st.message();
+    ASSERT_NO_FATAL_FAILURE(synth_router_model(dir, &o));
     std::vector<int32_t> ids(24);
     for (int i = 0; i < 24; i++) ids[(size_t)i] = (i * 131 + 7) % o.vocab;
     sluice_stats off{}, on{};
