@@ -108,6 +108,44 @@ void BM_VqGemv(benchmark::State &st) {
     st.SetLabel(std::string(p6 ? "VQ4P" : "VQ3R") + "/" + k->name);
 }
 
+// Several tokens through one VQ3R expert matrix (a prefill chunk's tokens
+// on one expert): vq_gemm_u8_tokens against vq_gemv_u8 per token, same
+// bits. range(0): tokens; range(1): 0 per token, 1 shared codes. "GB/s"
+// counts code bytes once per token.
+void BM_VqTokens(benchmark::State &st) {
+    const int64_t m = st.range(0);
+    const bool shared = st.range(1) == 1;
+    const Kernels *k = backend(1);
+    if (!k || (shared && !k->vq_gemm_u8_tokens)) {
+        st.SkipWithError("no AVX2 shared-code product on this CPU or build");
+        return;
+    }
+    const int S = 3, E = 256;
+    const int64_t nv = kCols / 8;
+    std::mt19937 rng(3);
+    std::vector<uint8_t> idx((size_t)((kI / 64) * nv * 64 * S));
+    for (auto &b : idx) b = (uint8_t)rng();
+    std::vector<float> scale((size_t)kI, 1.0f), scratch((size_t)vq_tokens_scratch(m, kI, S, E));
+    std::vector<std::vector<float>> T((size_t)m, std::vector<float>((size_t)(nv * S * E))),
+        Y((size_t)m, std::vector<float>((size_t)kI));
+    std::vector<const float *> tp;
+    std::vector<float *> yp;
+    for (auto &t : T) {
+        for (auto &v : t) v = (float)(rng() % 1000) * 1e-3f;
+        tp.push_back(t.data());
+    }
+    for (auto &y : Y) yp.push_back(y.data());
+    for (auto _ : st) {
+        if (shared)
+            k->vq_gemm_u8_tokens(tp.data(), m, idx.data(), nv, S, E, scale.data(), yp.data(), 0, kI, scratch.data());
+        else
+            for (int64_t i = 0; i < m; i++) k->vq_gemv_u8(tp[(size_t)i], idx.data(), nv, S, E, scale.data(), yp[(size_t)i], 0, kI);
+        benchmark::DoNotOptimize(yp.data());
+    }
+    st.SetBytesProcessed(st.iterations() * m * (int64_t)idx.size());
+    st.SetLabel(std::string("VQ3Rx") + std::to_string(m) + "/" + (shared ? "shared" : "per-token"));
+}
+
 // The vision tower's attention: 64 query rows of one head over 1024 patches
 // (the patch budget), head width 72 (K3's tower: 1152 wide, 16 heads).
 // "GB/s" counts the key and value floats each row reads.
@@ -158,6 +196,7 @@ void BM_TowerGelu(benchmark::State &st) {
 
 BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_VqTokens)->ArgsProduct({{4, 8, 16}, {0, 1}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TowerAttn)->ArgsProduct({{0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TowerGelu)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 

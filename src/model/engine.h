@@ -195,6 +195,14 @@ private:
     std::vector<Vq4pEntry> vq4p_near_;
     struct MoeScratch {
         std::vector<float> tg, tu, yexp;  // gate/up tables per token; expert outputs
+        // Per pool worker, for the shared-code product (vq_gemm_u8_tokens):
+        // gate/up outputs and down tables of up to kVqTokensMax users, and
+        // the kernel's scratch. Grown once: fresh buffers per expert were
+        // megabytes of page faults each.
+        struct Tokens {
+            std::vector<float> a, b, td, scratch;
+        };
+        std::vector<Tokens> tokens;
     } moe_scratch_;
     std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
 

@@ -246,7 +246,10 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     // One routed expert for its users. `split` runs a product's rows over
     // the pool; without it the calling thread does all rows. A row's sum
     // order is the same either way, so both give the same bits.
-    auto run_expert = [&](int e, const std::vector<std::pair<int64_t, int64_t>> &list, bool split) -> Status {
+    // `worker` (expert-parallel only, else -1) names the pool thread's
+    // scratch for the shared-code product.
+    auto run_expert = [&](int e, const std::vector<std::pair<int64_t, int64_t>> &list, bool split,
+                          int worker) -> Status {
         ExpertRef ref;
         SLUICE_TRY(experts_->fetch(L, e, &ref));
         const ExpertView &ev = ref->view;
@@ -270,6 +273,42 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             if (split) ops_.pool->parallel_for(rows, std::max<int64_t>(64, 65536 / (nv * S)), body);
             else body(0, rows);
         };
+        // Four or more of the chunk's tokens on this expert: their products
+        // share each code byte (vq_gemm_u8_tokens), in groups of at most
+        // kVqTokensMax. Same bits as one token at a time.
+        if (!p6 && worker >= 0 && ops_.k->vq_gemm_u8_tokens && list.size() >= 4) {
+            MoeScratch::Tokens &w = moe_scratch_.tokens[(size_t)worker];
+            const int64_t G = kVqTokensMax, tsz_I = nv_I * S * Es;
+            auto grow = [](std::vector<float> &v, int64_t n_) {
+                if (v.size() < (size_t)n_) v.resize((size_t)n_);
+            };
+            grow(w.a, G * I);
+            grow(w.b, G * I);
+            grow(w.td, G * tsz_I);
+            grow(w.scratch, vq_tokens_scratch(G, std::max(I, nin), S, Es));
+            for (size_t g0 = 0; g0 < list.size(); g0 += (size_t)G) {
+                const int64_t m = std::min<int64_t>(G, (int64_t)(list.size() - g0));
+                const float *tg[kVqTokensMax], *tu[kVqTokensMax], *td[kVqTokensMax];
+                float *ya[kVqTokensMax], *yb[kVqTokensMax], *yd[kVqTokensMax];
+                for (int64_t i = 0; i < m; i++) {
+                    const auto [t, j] = list[g0 + (size_t)i];
+                    tg[i] = Tg.data() + (size_t)t * tsz_in;
+                    tu[i] = Tu.data() + (size_t)t * tsz_in;
+                    ya[i] = w.a.data() + i * I;
+                    yb[i] = w.b.data() + i * I;
+                    td[i] = w.td.data() + i * tsz_I;
+                    yd[i] = Yexp.data() + (t * k + j) * nin;
+                }
+                ops_.k->vq_gemm_u8_tokens(tg, m, ev.gate, nv_in, S, Es, sg.data(), ya, 0, I, w.scratch.data());
+                ops_.k->vq_gemm_u8_tokens(tu, m, ev.up, nv_in, S, Es, su.data(), yb, 0, I, w.scratch.data());
+                for (int64_t i = 0; i < m; i++) {
+                    act(ya[i], yb[i], I);
+                    ops_.k->vq_table(ya[i], nv_I, S, Es, bd, w.td.data() + i * tsz_I);
+                }
+                ops_.k->vq_gemm_u8_tokens(td, m, ev.down, nv_I, S, Es, sd.data(), yd, 0, nin, w.scratch.data());
+            }
+            return Status::ok();
+        }
         for (const auto &[t, j] : list) {
             float *y = Yexp.data() + (t * k + j) * nin;
             const size_t to = (size_t)t * tsz_in;
@@ -305,7 +344,8 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
         // are synchronous reads: 64-token prefill at 2 GB took 8.5-8.8 s
         // against 7.4 s with it (bench_budget --chunk 64, 2026-12-03).
         const size_t ahead = opt_.readahead ? (size_t)(2 * k) : 0;
-        ops_.pool->parallel_for(nthr, 1, [&](int64_t, int64_t) {
+        if (moe_scratch_.tokens.size() < (size_t)nthr) moe_scratch_.tokens.resize((size_t)nthr);
+        ops_.pool->parallel_for(nthr, 1, [&](int64_t w0, int64_t) {
             std::vector<int> win;
             for (size_t i; (i = next.fetch_add(1)) < tasks.size();) {
                 if (ahead && tasks.size() > ahead) {
@@ -313,12 +353,12 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
                     for (size_t j = i + 1; j < tasks.size() && j <= i + ahead; j++) win.push_back(tasks[j]->first);
                     experts_->prefetch(L, win, false);
                 }
-                st[i] = run_expert(tasks[i]->first, tasks[i]->second, false);
+                st[i] = run_expert(tasks[i]->first, tasks[i]->second, false, (int)w0);
             }
         });
         for (const Status &s : st) SLUICE_TRY(s);
     } else {
-        for (const auto *u : tasks) SLUICE_TRY(run_expert(u->first, u->second, true));
+        for (const auto *u : tasks) SLUICE_TRY(run_expert(u->first, u->second, true, -1));
     }
 
     // Weighted sum in selection order, latent norm and up-projection.

@@ -37,7 +37,18 @@ struct Kernels {
                      double scale, double *scratch, float *out);
     void (*gelu_tanh)(float *x, int64_t n);
     void (*gelu_erf)(float *x, int64_t n);
+    // vq_gemv_u8 for m inputs that share one matrix (the tokens of a prefill
+    // chunk routed to one expert): y[i] = the product with table T[i], rows
+    // [r0, r1), every y[i][r] bit-identical to vq_gemv_u8's. scratch holds
+    // vq_tokens_scratch(m, r1 - r0, S, E) floats. nullptr where a set has
+    // nothing better than vq_gemv_u8 per input.
+    void (*vq_gemm_u8_tokens)(const float *const *T, int64_t m, const uint8_t *idx, int64_t nv, int S, int E,
+                              const float *scale, float *const *y, int64_t r0, int64_t r1, float *scratch);
 };
+
+// Inputs per vq_gemm_u8_tokens call at most, and its scratch in floats.
+constexpr int64_t kVqTokensMax = 16;
+int64_t vq_tokens_scratch(int64_t m, int64_t rows, int S, int E);
 
 const Kernels &kernels_scalar();
 const Kernels *kernels_avx2();    // nullptr if not compiled in

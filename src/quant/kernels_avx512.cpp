@@ -368,6 +368,7 @@ const Kernels *kernels_avx512() {
         tower::attn_row<D8>,
         tower::gelu_tanh<D8>,
         tower::gelu_erf<D8>,
+        nullptr,  // vq_gemm_u8_tokens: per token (the shared-code kernel is AVX2 only, unmeasured here)
     };
     return &k;
 }

@@ -330,6 +330,7 @@ const Kernels *kernels_neon() {
         tower::attn_row<D2>,
         tower::gelu_tanh<D2>,
         tower::gelu_erf<D2>,
+        nullptr,  // vq_gemm_u8_tokens: per token
     };
     return &k;
 }

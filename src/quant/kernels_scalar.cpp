@@ -175,6 +175,12 @@ void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t 
     }
 }
 
+// The reference: one product per input, so the bits are vq_gemv_u8's.
+void vq_gemm_u8_tokens(const float *const *T, int64_t m, const uint8_t *idx, int64_t nv, int S, int E,
+                       const float *scale, float *const *y, int64_t r0, int64_t r1, float *) {
+    for (int64_t i = 0; i < m; i++) vq_gemv_u8(T[i], idx, nv, S, E, scale, y[i], r0, r1);
+}
+
 const Kernels kScalar = {
     "scalar",
     {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
@@ -185,11 +191,19 @@ const Kernels kScalar = {
     tower::attn_row<tower::D1>,
     tower::gelu_tanh<tower::D1>,
     tower::gelu_erf<tower::D1>,
+    vq_gemm_u8_tokens,
 };
 
 }  // namespace
 
 const Kernels &kernels_scalar() { return kScalar; }
+
+int64_t vq_tokens_scratch(int64_t m, int64_t rows, int S, int E) {
+    const int64_t mp = (m + 7) / 8 * 8;
+    // The AVX2 kernel's transposed table tile (at most 8 vector positions,
+    // about 192 KB) and one partial sum per (row, input).
+    return 8 * (int64_t)S * E * mp + rows * mp + 64;
+}
 
 void vq_quantize_table_i8(const float *T, int64_t nv, int8_t *Tq, float *lam) {
     const int64_t per_v = 4 * 64;

@@ -225,3 +225,54 @@ TEST(Kernels, VqGemvMatchesRowAtATimeDefinition) {
     std::printf("VQ gemv: %d backend/shape/range cases bit-identical to the row-at-a-time definition (%zu backends)\n", checked,
                 backends.size());
 }
+
+// The shared-code product for several inputs (a prefill chunk's tokens on
+// one expert) against vq_gemv_u8 per input: every backend that has one,
+// 1-16 inputs (padding lanes at 4, 5 and 9), ragged row ranges, 1-3 stages.
+TEST(Kernels, VqTokensBitIdenticalToOneInputAtATime) {
+    std::vector<const Kernels *> sets{&kernels_scalar()};
+    for (const Kernels *k : simd_sets()) sets.push_back(k);
+    std::mt19937 rng(21);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    int checked = 0, fast = 0;
+    for (int S : {1, 2, 3})
+        for (int E : {64, 256})
+            for (int64_t nv : {3, 20}) {
+                const int64_t M = 150;
+                std::vector<uint8_t> idx((size_t)(((M + 63) / 64) * nv * 64 * S));
+                for (auto &b : idx) b = (uint8_t)(rng() % (unsigned)E);
+                std::vector<float> scale((size_t)M);
+                for (auto &v : scale) v = nd(rng);
+                for (int64_t m : {1, 3, 4, 5, 8, 9, 16}) {
+                    std::vector<std::vector<float>> T((size_t)m, std::vector<float>((size_t)(nv * S * E)));
+                    for (auto &t : T)
+                        for (auto &v : t) v = nd(rng);
+                    std::vector<const float *> tp;
+                    for (auto &t : T) tp.push_back(t.data());
+                    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, M}, {5, 70}, {64, 128}, {13, 14}}) {
+                        std::vector<std::vector<float>> want((size_t)m, std::vector<float>((size_t)M, -1.0f));
+                        for (int64_t i = 0; i < m; i++)
+                            kernels_scalar().vq_gemv_u8(tp[(size_t)i], idx.data(), nv, S, E, scale.data(),
+                                                        want[(size_t)i].data(), r0, r1);
+                        for (const Kernels *k : sets) {
+                            if (!k->vq_gemm_u8_tokens) continue;
+                            std::vector<std::vector<float>> got((size_t)m, std::vector<float>((size_t)M, -1.0f));
+                            std::vector<float *> yp;
+                            for (auto &g : got) yp.push_back(g.data());
+                            std::vector<float> scratch((size_t)vq_tokens_scratch(m, r1 - r0, S, E));
+                            k->vq_gemm_u8_tokens(tp.data(), m, idx.data(), nv, S, E, scale.data(), yp.data(), r0, r1,
+                                                 scratch.data());
+                            for (int64_t i = 0; i < m; i++)
+                                ASSERT_EQ(got[(size_t)i], want[(size_t)i])
+                                    << k->name << " S=" << S << " E=" << E << " nv=" << nv << " m=" << m << " rows ["
+                                    << r0 << "," << r1 << ") input " << i;
+                            checked++;
+                            fast += k != &kernels_scalar();
+                        }
+                    }
+                }
+            }
+    std::printf("VQ tokens: %d backend/shape/range cases bit-identical to one input at a time (%d on a SIMD set)\n",
+                checked, fast);
+    EXPECT_GT(checked, 0);
+}
