@@ -162,6 +162,14 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // where THP is "always".
     p.threads = threads > 0 ? threads : default_thread_count();
     p.thread_stacks = (uint64_t)p.threads * (2ull << 20);
+    if (chunk > 1) {
+        // Each pool worker's buffers for the shared-code expert product
+        // (model/ffn.cpp, kVqTokensMax = 16 tokens): gate/up outputs, the
+        // down tables, and the kernel's transposed tile and partial sums.
+        const uint64_t G = 16, I = (uint64_t)c.moe_inter, S = (uint64_t)m.eq.stages,
+                       rows = std::max<uint64_t>(I, (uint64_t)c.expert_in());
+        p.scratch += (uint64_t)p.threads * 4 * (2 * G * I + G * (I / 8) * S * 256 + 8 * S * 256 * G + rows * G + 64);
+    }
     const uint64_t base = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
                           p.allocator_slack + p.thread_stacks;
     // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
