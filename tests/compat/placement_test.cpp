@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "fixtures_util.h"
+#include "router_model.h"
 #include "sluice/sluice.h"
 #include "synth/synth.h"
 
@@ -75,29 +76,11 @@ std::vector<float> run_all(const std::string &model, const std::vector<int32_t> 
     return all;
 }
 
-// A 5-layer model with the full-scale router shape (top-8 of 64 experts,
-// 64-row-aligned expert widths), written to dir/m.waste.
+// The shared router-shape model (router_model.h), written to dir/m.waste.
 void synth_router_model(const fs::path &dir, sluice::SynthOptions *out) {
-    sluice::SynthOptions &o = *out;
-    o.out = (dir / "m.waste").string();
-    o.layers = 5;
-    o.hidden = 256;
-    o.vocab = 1024;
-    o.heads = 4;
-    o.experts = 64;
-    o.top_k = 8;
-    o.moe_inter = 128;
-    o.inter = 512;
-    o.kda_heads = 4;
-    o.kda_dim = 32;
-    o.kv_lora = 64;
-    o.d_nope = 32;
-    o.d_rope = 16;
-    o.d_v = 32;
-    o.mla_every = 2;
-    o.jobs = 1;
+    *out = router_shape_synth((dir / "m.waste").string());
     fs::create_directories(dir);
-    const sluice::Status st = sluice::run_synth(o, nullptr);
+    const sluice::Status st = sluice::run_synth(*out, nullptr);
     ASSERT_TRUE(st) << st.message();
 }
 

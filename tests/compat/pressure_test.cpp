@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "proc_status.h"
+#include "router_model.h"
 
 #include <sys/mman.h>
 #include <csignal>
@@ -39,24 +40,9 @@ protected:
     static void SetUpTestSuite() {
         dir_ = fs::temp_directory_path() / ("sluice-pressure-" + std::to_string(::getpid()));
         fs::create_directories(dir_);
-        sluice::SynthOptions o;
-        o.out = (dir_ / "m.waste").string();
-        o.layers = 5;
-        o.hidden = 256;
+        sluice::SynthOptions o = sluice_test::router_shape_synth((dir_ / "m.waste").string());
         o.vocab = 512;
-        o.heads = 4;
-        o.experts = 64;
-        o.top_k = 8;
         o.moe_inter = 256;
-        o.inter = 512;
-        o.kda_heads = 4;
-        o.kda_dim = 32;
-        o.kv_lora = 64;
-        o.d_nope = 32;
-        o.d_rope = 16;
-        o.d_v = 32;
-        o.mla_every = 2;
-        o.jobs = 1;
         const sluice::Status st = sluice::run_synth(o, nullptr);
         ok_ = st.is_ok();
         why_ = st.message();
