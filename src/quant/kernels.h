@@ -46,9 +46,20 @@ struct Kernels {
                               const float *scale, float *const *y, int64_t r0, int64_t r1, float *scratch);
 };
 
-// Inputs per vq_gemm_u8_tokens call at most, and its scratch in floats.
+// Inputs per vq_gemm_u8_tokens call at most; vector positions per tile of
+// its transposed table for m inputs (padded to 8), which keeps a tile near
+// 192 KB (L2) while every row walks it; its scratch in floats (the tile and
+// one partial sum per row and padded input).
 constexpr int64_t kVqTokensMax = 16;
-int64_t vq_tokens_scratch(int64_t m, int64_t rows, int S, int E);
+inline int64_t vq_tokens_padded(int64_t m) { return (m + 7) / 8 * 8; }
+inline int64_t vq_tokens_tile(int64_t m, int S, int E) {
+    const int64_t t = 49152 / ((int64_t)S * E * vq_tokens_padded(m));
+    return t < 1 ? 1 : t > 8 ? 8 : t;
+}
+inline int64_t vq_tokens_scratch(int64_t m, int64_t rows, int S, int E) {
+    const int64_t mp = vq_tokens_padded(m);
+    return vq_tokens_tile(m, S, E) * S * E * mp + rows * mp;
+}
 
 const Kernels &kernels_scalar();
 const Kernels *kernels_avx2();    // nullptr if not compiled in

@@ -240,12 +240,9 @@ void vq_gemm_u8_tokens(const float *const *T, int64_t m, const uint8_t *idx, int
         for (int64_t i = 0; i < m; i++) vq_gemv_u8(T[i], idx, nv, S, E, scale, y[i], r0, r1);
         return;
     }
-    const int64_t mp = (m + 7) / 8 * 8;
-    // A tile of the transposed table stays near 192 KB (L2) while every
-    // row of the range walks it.
-    const int64_t tile = std::max<int64_t>(1, std::min<int64_t>(8, 49152 / ((int64_t)S * E * mp)));
+    const int64_t mp = vq_tokens_padded(m), tile = vq_tokens_tile(m, S, E);
     float *TX = scratch;
-    float *acc = scratch + 8 * (int64_t)S * E * mp;
+    float *acc = scratch + tile * S * E * mp;
     for (int64_t v0 = 0; v0 < nv; v0 += tile) {
         const int64_t v1 = std::min(nv, v0 + tile);
         for (int64_t v = v0; v < v1; v++)

@@ -198,13 +198,6 @@ const Kernels kScalar = {
 
 const Kernels &kernels_scalar() { return kScalar; }
 
-int64_t vq_tokens_scratch(int64_t m, int64_t rows, int S, int E) {
-    const int64_t mp = (m + 7) / 8 * 8;
-    // The AVX2 kernel's transposed table tile (at most 8 vector positions,
-    // about 192 KB) and one partial sum per (row, input).
-    return 8 * (int64_t)S * E * mp + rows * mp + 64;
-}
-
 void vq_quantize_table_i8(const float *T, int64_t nv, int8_t *Tq, float *lam) {
     const int64_t per_v = 4 * 64;
     for (int64_t b0 = 0; b0 < nv; b0 += 32) {

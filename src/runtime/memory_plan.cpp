@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "quant/kernels.h"
 #include "quant/qtensor.h"
 
 namespace sluice {
@@ -164,11 +165,12 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     p.thread_stacks = (uint64_t)p.threads * (2ull << 20);
     if (chunk > 1) {
         // Each pool worker's buffers for the shared-code expert product
-        // (model/ffn.cpp, kVqTokensMax = 16 tokens): gate/up outputs, the
-        // down tables, and the kernel's transposed tile and partial sums.
-        const uint64_t G = 16, I = (uint64_t)c.moe_inter, S = (uint64_t)m.eq.stages,
-                       rows = std::max<uint64_t>(I, (uint64_t)c.expert_in());
-        p.scratch += (uint64_t)p.threads * 4 * (2 * G * I + G * (I / 8) * S * 256 + 8 * S * 256 * G + rows * G + 64);
+        // (model/ffn.cpp): gate/up outputs and down tables of kVqTokensMax
+        // tokens, and the kernel's scratch.
+        const int64_t G = kVqTokensMax, I = c.moe_inter, S = m.eq.stages, E = m.eq.entries;
+        const int64_t rows = std::max<int64_t>(I, c.expert_in());
+        const int64_t floats = 2 * G * I + G * (I / 8) * S * E + vq_tokens_scratch(G, rows, (int)S, (int)E);
+        p.scratch += (uint64_t)p.threads * 4 * (uint64_t)floats;
     }
     const uint64_t base = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
                           p.allocator_slack + p.thread_stacks;

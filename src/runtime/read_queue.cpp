@@ -66,10 +66,6 @@ public:
         std::lock_guard<std::mutex> lk(mu_);
         return lines_.cancel(drop);
     }
-    bool guesses_only_idle() const override {
-        std::lock_guard<std::mutex> lk(mu_);
-        return lines_.certain.empty();
-    }
 
 protected:
     explicit LinedQueue(int depth) : depth_(depth) {}

@@ -39,7 +39,6 @@ public:
     // Removes queued (not yet started) guesses for which `drop` is true and
     // returns them, without blocking on anything in flight.
     virtual std::vector<std::unique_ptr<ReadJob>> cancel_guesses(const std::function<bool(const ReadJob &)> &drop) = 0;
-    virtual bool guesses_only_idle() const = 0;  // true when no certain read is queued
     virtual int depth() const = 0;
     // Stops (true) or resumes dispatching queued reads; reads in flight go
     // on. For tests that need a known queue before anything starts.
