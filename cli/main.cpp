@@ -523,9 +523,11 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
     std::printf("  scratch                   %10.3f GiB\n", gib(p.scratch));
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),
                 p.record_bytes / 1048576.0);
-    std::printf("  runtime (code, libraries) %10.3f GiB\n", gib(p.runtime));
-    std::printf("  allocator slack           %10.3f GiB  (freed heap glibc keeps)\n", gib(p.allocator_slack));
-    std::printf("  thread stacks             %10.3f GiB  (%d threads x 2 MiB)\n", gib(p.thread_stacks), p.threads);
+    std::printf("  runtime (code, libraries) %10.3f GiB  (this process's mappings and heap, measured)\n", gib(p.runtime));
+    std::printf("  allocator slack           %10.3f GiB  (freed heap glibc keeps: 2 x the largest block, <= 64 MiB)\n",
+                gib(p.allocator_slack));
+    std::printf("  thread stacks             %10.3f GiB  (%d threads x %llu KiB)\n", gib(p.thread_stacks), p.threads,
+                p.threads > 0 ? (unsigned long long)(p.thread_stacks / (uint64_t)p.threads >> 10) : 0ull);
     std::printf("  page tables               %10.3f GiB  (8 bytes per 4 KiB page of the budget, cache included)\n",
                 gib(p.page_tables));
     std::printf("  floor                     %10.3f GiB\n", gib(p.floor));

@@ -401,9 +401,11 @@ typedef struct sluice_memory_plan {
     uint64_t vision;
     /* Resident beyond the data (part of floor; page_tables also covers the
      * cache's pages, which come out of the cache's share of the budget). */
-    uint64_t runtime;          /* code, libraries, static data */
-    uint64_t allocator_slack;  /* freed heap the allocator keeps */
-    uint64_t thread_stacks;    /* threads x 2 MiB */
+    uint64_t runtime;          /* code, libraries, static data: measured in this process (their mappings
+                                  and its heap when planned), 64 MiB when planning another machine */
+    uint64_t allocator_slack;  /* freed heap the allocator keeps: 2 x the largest block, at most 64 MiB */
+    uint64_t thread_stacks;    /* threads x the resident bound of one stack (2 MiB with THP "always",
+                                  else 256 KiB) */
     uint64_t page_tables;      /* 8 bytes per 4 KiB page of the budget */
     int32_t threads;           /* threads counted */
     uint64_t available;        /* MemAvailable (capped by the cgroup's room) at planning; 0 = not measured */

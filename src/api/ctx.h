@@ -48,3 +48,20 @@ struct sluice_ctx {
         if (lock_fd >= 0) ::close(lock_fd);  // releases the flock
     }
 };
+
+namespace sluice::api {
+// Every C API entry point reports a failure this way: the message stays on
+// the context (sluice_last_error) and the code is returned. One definition
+// for all of src/api: copies per file had drifted (some skipped the null
+// check) and collided when the files are compiled together.
+inline sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
+    if (ctx) ctx->error = msg;
+    return code;
+}
+inline sluice_status fail(sluice_ctx *ctx, const sluice::Status &st) { return fail(ctx, st.code(), st.message()); }
+inline sluice_status need_open(sluice_ctx *ctx) {
+    if (!ctx) return SLUICE_E_ARG;
+    if (!ctx->opened) return fail(ctx, SLUICE_E_STATE, "the context did not open a model");
+    return SLUICE_OK;
+}
+}  // namespace sluice::api

@@ -41,12 +41,23 @@ ModelSummary summarize(const Engine &e) {
     if (c.n_experts == 0) s.expert_format = "none";
     for (const auto &[L, b] : m.banks) s.expert_bytes += (uint64_t)b.bytes;
     const uint64_t per_expert = 3ull * (uint64_t)c.moe_inter * (uint64_t)c.expert_in();
-    const uint64_t trunk = e.weights().trunk_params;
+    // From the manifest's shapes when the trunk was not loaded (`sluice info`
+    // opens metadata-only): the loaded count was 0 there, and "trunk minus
+    // the embedding" below wrapped to 1.8e19 active parameters.
+    uint64_t trunk = e.weights().trunk_params;
+    if (trunk == 0)
+        for (const TrunkEntry &t : m.trunk) {
+            if (!m.tensor_prefix.empty() && t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) != 0) continue;
+            uint64_t n = 1;  // parse_manifest bounds each shape to 2^40 elements
+            for (int64_t d : t.shape) n *= (uint64_t)std::max<int64_t>(d, 0);
+            trunk += n;
+        }
     const uint64_t embed = (uint64_t)c.vocab * (uint64_t)c.hidden;
     s.total_params = trunk + (uint64_t)s.n_moe * (uint64_t)c.n_experts * per_expert;
     // Active per token: the trunk minus all but one embedding row, plus top-k
     // routed experts in every MoE layer.
-    s.active_params = trunk - embed + (uint64_t)c.hidden + (uint64_t)s.n_moe * (uint64_t)c.top_k * per_expert;
+    s.active_params = (trunk > embed ? trunk - embed + (uint64_t)c.hidden : trunk) +
+                      (uint64_t)s.n_moe * (uint64_t)c.top_k * per_expert;
     return s;
 }
 

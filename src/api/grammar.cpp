@@ -15,10 +15,7 @@ namespace {
 
 using namespace sluice::grammar;
 
-sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
-    ctx->error = msg;
-    return code;
-}
+using sluice::api::fail;
 
 // Every token's bytes, indexed once per context: the mask needs them all.
 sluice_status vocab_of(sluice_ctx *ctx, std::shared_ptr<const TokenTable> *out) {

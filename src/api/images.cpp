@@ -10,19 +10,8 @@
 
 namespace {
 
-sluice_status fail(sluice_ctx *ctx, const sluice::Status &st) {
-    ctx->error = st.message();
-    return st.code();
-}
-sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
-    ctx->error = msg;
-    return code;
-}
-sluice_status need_open(sluice_ctx *ctx) {
-    if (!ctx) return SLUICE_E_ARG;
-    if (!ctx->opened) return fail(ctx, SLUICE_E_STATE, "the context did not open a model");
-    return SLUICE_OK;
-}
+using sluice::api::fail;
+using sluice::api::need_open;
 
 sluice_status add_bytes(sluice_ctx *ctx, const uint8_t *data, size_t len, const std::string &name, int32_t *n) {
     int tokens = 0;

@@ -30,15 +30,8 @@
 
 namespace {
 
-sluice_status fail(sluice_ctx *ctx, const sluice::Status &st) {
-    if (ctx) ctx->error = st.message();
-    return st.code();
-}
-
-sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
-    if (ctx) ctx->error = msg;
-    return code;
-}
+using sluice::api::fail;
+using sluice::api::need_open;
 
 void copy_str(char *dst, size_t cap, const std::string &s) {
     size_t n = std::min(cap - 1, s.size());
@@ -213,12 +206,6 @@ void sluice_close(sluice_ctx *ctx) { delete ctx; }
 const char *sluice_last_error(const sluice_ctx *ctx) {
     if (!ctx) return "no context (allocation failed)";
     return ctx->error.c_str();
-}
-
-static sluice_status need_open(sluice_ctx *ctx) {
-    if (!ctx) return SLUICE_E_ARG;
-    if (!ctx->opened) return fail(ctx, SLUICE_E_STATE, "the context did not open a model");
-    return SLUICE_OK;
 }
 
 // The forward pass, the store and the session need a full open.

@@ -44,12 +44,7 @@ using sluice::Status;
 using sluice::TextState;
 namespace tok = sluice::tok;
 
-sluice_status fail(sluice_ctx *ctx, sluice_status code, const std::string &msg) {
-    ctx->error = msg;
-    return code;
-}
-
-sluice_status fail(sluice_ctx *ctx, const Status &st) { return fail(ctx, st.code(), st.message()); }
+using sluice::api::fail;
 
 bool file_exists(const std::string &p) {
     struct stat sb;

@@ -4,12 +4,8 @@
 
 namespace sluice::convert {
 
-static bool ends_with(const std::string& s, const std::string& suf) {
-    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 bool is_trunk_tensor(const std::string& name) {
-    return name.find(".experts.") == std::string::npos && !ends_with(name, "_packed") && !ends_with(name, "_scale");
+    return name.find(".experts.") == std::string::npos && !name.ends_with("_packed") && !name.ends_with("_scale");
 }
 
 std::string trunk_rename(const std::string& name, bool deepseek) {
@@ -19,7 +15,7 @@ std::string trunk_rename(const std::string& name, bool deepseek) {
         {".mlp.gate.e_score_correction_bias", ".block_sparse_moe.gate.e_score_correction_bias"},
     };
     for (const auto& [from, to] : subs)
-        if (ends_with(name, from)) return name.substr(0, name.size() - std::string(from).size()) + to;
+        if (name.ends_with(from)) return name.substr(0, name.size() - std::string(from).size()) + to;
     const std::string sh = ".mlp.shared_experts.";
     const size_t p = name.find(sh);
     if (p != std::string::npos) return name.substr(0, p) + ".block_sparse_moe.shared_experts." + name.substr(p + sh.size());

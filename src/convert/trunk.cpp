@@ -16,10 +16,6 @@ namespace sluice::convert {
 
 static constexpr int64_t kGroup = 128;
 
-static bool ends_with(const std::string& s, const std::string& suf) {
-    return s.size() >= suf.size() && s.compare(s.size() - suf.size(), suf.size(), suf) == 0;
-}
-
 uint64_t trunk_row_bytes(int fmt, int64_t n) {
     switch (fmt) {
         case kQ8G: return static_cast<uint64_t>(n);
@@ -104,7 +100,7 @@ bool plan_trunk(const Checkpoint& ck, const ModelPlan& mp, int trunk_bits, bool 
         t.cols = t.shape.back();
         t.rows = numel / t.cols;
         if (t.shape.size() == 1 || numel < 65536) t.fmt = kF32;
-        else if (ends_with(t.name, "embed_tokens.weight") || ends_with(t.name, "lm_head.weight") || trunk8) t.fmt = kQ8G;
+        else if (t.name.ends_with("embed_tokens.weight") || t.name.ends_with("lm_head.weight") || trunk8) t.fmt = kQ8G;
         else t.fmt = trunk_bits == 8 ? kQ8G : trunk_bits == 3 ? kQ3G : kQ4G;
         // K3's vision tower: what the reference's second step
         // (requant_vision.py) does, done here so a converted K3 needs none.

@@ -51,10 +51,13 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     MemPaths paths;
     paths.cgroup_root = opt_.cgroup_root;
     paths.proc_cgroup = opt_.proc_cgroup;
-    // Threads whose stacks the plan counts: the compute pool, the readers
-    // (io_uring needs none, but which engine runs is decided later), the
-    // pool's pre-faulter, the pressure watcher and the caller.
-    const int threads = std::max(1, opt_.n_threads) + opt_.io_depth + 3;
+    // Threads whose stacks the plan counts, as this engine starts them: the
+    // caller and its n_threads - 1 pool workers, the read queue's (one
+    // io_uring reaper, or io_depth readers; none for synchronous reads),
+    // the cache's pre-faulter and the pressure watcher. On 2 cores with
+    // io_uring that is 5; the plan once counted 13 (8 readers always).
+    const int readers = opt_.io_depth > 0 ? read_queue_threads(opt_.io_engine, opt_.io_depth) : 0;
+    const int threads = std::max(1, opt_.n_threads) + readers + 2;
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, paths, &plan_,
                            vision_bytes, threads));
     progress("trunk", -1);

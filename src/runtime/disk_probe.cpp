@@ -15,12 +15,10 @@
 
 #include "format/platform_io.h"
 
+#include "common/steady_clock.h"
+
 namespace sluice {
 namespace {
-
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 struct Fd {
     int fd = -1;

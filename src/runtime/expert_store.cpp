@@ -9,11 +9,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "common/steady_clock.h"
+
 namespace sluice {
 namespace {
-double now_s() {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 std::string where(const File &f, int layer, int expert) {
     return f.path() + ": expert " + std::to_string(expert) + " of layer " + std::to_string(layer);
 }

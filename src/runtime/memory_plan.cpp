@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "quant/kernels.h"
+#include "runtime/process_footprint.h"
+#include "runtime/read_queue.h"
 #include "quant/qtensor.h"
 
 namespace sluice {
@@ -62,7 +64,17 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 
 int default_thread_count() {
     const unsigned hw = std::thread::hardware_concurrency();
-    return (int)std::max(1u, hw) + 8 + 3;
+    return (int)std::max(1u, hw) + read_queue_threads(IoEngine::automatic, 8) + 2;
+}
+
+uint64_t thread_stack_bound(const std::string &thp_enabled) {
+    std::ifstream f(thp_enabled);
+    std::string modes;
+    std::getline(f, modes);
+    // "[always] madvise never": the bracketed word is the mode in force.
+    // Unreadable: assume the worst.
+    if (!f || modes.find("[always]") != std::string::npos) return 2ull << 20;
+    return 256ull << 10;
 }
 
 uint64_t budget_reserve(uint64_t ram_limit) { return std::max<uint64_t>(1ull << 30, ram_limit / 10); }
@@ -101,14 +113,21 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
     const MemStatus ms = read_mem_status(paths);
     const uint64_t avail = ms.available();
-    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail);
+    // Rounded up to 8 MiB: `sluice plan` and the run it plans for are two
+    // processes whose heaps differ by a few hundred KiB when each measures,
+    // and a budget set to the plan's floor must not fall under the run's.
+    const ProcessFootprint fp = read_process_footprint();
+    const uint64_t step = 8ull << 20;
+    const uint64_t runtime = fp.measured ? (fp.total() / step + 1) * step : 0;
+    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, runtime);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
-                           uint64_t available) {
+                           uint64_t available, uint64_t runtime_bytes) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
+    uint64_t largest_block = 0;  // the largest single allocation (allocator slack below)
     for (const TrunkEntry &t : m.trunk) {
         if (!m.tensor_prefix.empty() && t.name.compare(0, m.tensor_prefix.size(), m.tensor_prefix) != 0) continue;
         if (t.name.substr(m.tensor_prefix.size()) == "model.embed_tokens.weight" && t.fmt != 0) continue;
@@ -119,7 +138,9 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         if (rows < 1 || cols < 1 || rows > ((int64_t)1 << 40) / cols)
             return format_error("manifest: trunk '" + t.name + "' has an absurd shape");
         if (!qtensor_geometry((QFmt)t.fmt, cols, (int)t.group, &ng, &rowbytes)) continue;
-        p.trunk += (uint64_t)(rows * rowbytes) + (uint64_t)(rows * ng) * 4;  // scales are held as f32
+        const uint64_t bytes = (uint64_t)(rows * rowbytes) + (uint64_t)(rows * ng) * 4;  // scales are held as f32
+        p.trunk += bytes;
+        largest_block = std::max(largest_block, bytes);
     }
     int n_moe = 0, n_kda = 0, n_mla = 0;
     for (int L = 0; L < c.n_layers; L++) {
@@ -152,17 +173,26 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // Fixed allowances, 128 MiB together as before they were named: at
     // --chunk 1 on the 48B-shaped container 64 MiB in all let peak RSS reach
     // 1.015x of a 2 GiB budget (2026-12-03, bench_budget).
-    // Code, libraries and static data of the process.
-    p.runtime = 64ull << 20;
-    // glibc keeps freed heap: its mmap threshold rises with use up to 32 MiB
-    // (64-bit), so freed blocks that size stay in the heap, and the top of a
-    // heap is returned only past twice that.
-    p.allocator_slack = 64ull << 20;
-    // A thread's stack is resident as far as it was touched; 2 MiB each, a
-    // transparent huge page's worth, which is what one touch can fault in
-    // where THP is "always".
+    // Code, libraries and static data of the process: measured in this
+    // process when the caller could (plan_memory), else a 64 MiB allowance
+    // (a plan for another machine).
+    p.runtime = runtime_bytes > 0 ? runtime_bytes : 64ull << 20;
+    p.runtime_measured = runtime_bytes > 0;
+    // glibc keeps freed heap: freeing an mmap'd block of S bytes raises its
+    // mmap threshold to S (at most 32 MiB on 64-bit), later blocks under S
+    // come from the heap, and a heap's free top is returned only past twice
+    // the threshold. So what it keeps is bounded by twice the largest block
+    // this process frees, capped at 2 x 32 MiB: the largest trunk tensor
+    // (loaded through a buffer of its size) or a chunk's scratch.
+    const uint64_t chunk_logits = (uint64_t)c.vocab * 4 * (uint64_t)std::max<int64_t>(chunk, 1);
+    largest_block = std::max({largest_block, p.scratch, chunk_logits});
+    p.allocator_slack = std::min<uint64_t>(64ull << 20, 2 * largest_block);
+    // A thread's stack is resident as far as it was touched: at most 2 MiB
+    // each where THP is "always" (one touch can fault in a huge page), else
+    // what our threads touch, measured at under 256 KiB (LEARNED, 2026-12-06).
     p.threads = threads > 0 ? threads : default_thread_count();
-    p.thread_stacks = (uint64_t)p.threads * (2ull << 20);
+    p.stack_each = thread_stack_bound();
+    p.thread_stacks = (uint64_t)p.threads * p.stack_each;
     if (chunk > 1) {
         // Each pool worker's buffers for the shared-code expert product
         // (model/ffn.cpp): gate/up outputs and down tables of kVqTokensMax

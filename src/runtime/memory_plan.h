@@ -24,6 +24,8 @@ struct MemoryPlan {
     uint64_t thread_stacks = 0;    // resident stack of every thread the engine runs
     uint64_t page_tables = 0;      // 8-byte entries for every 4 KiB page of the budget (floor and cache)
     int threads = 0;               // threads counted in thread_stacks
+    uint64_t stack_each = 0;       // resident stack counted per thread (thread_stack_bound)
+    bool runtime_measured = false; // runtime is this process's footprint, not the allowance
     uint64_t floor = 0;        // sum of the above (the cache's page tables excepted: they come out of the cache)
     uint64_t record = 0;       // bytes of one expert record
     uint64_t working_set = 0;  // records one token touches: MoE layers x top-k
@@ -65,12 +67,18 @@ inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64
 // available 0: not measured (a machine that does not exist yet).
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0,
-                           int threads = 0, uint64_t available = 0);
+                           int threads = 0, uint64_t available = 0, uint64_t runtime_bytes = 0);
 
-// Threads counted when the caller does not say: one compute thread per CPU,
-// the default 8 readers, and 3 helpers (pool pre-faulter, pressure watcher,
-// the caller).
+// Threads counted when the caller does not say, as an engine with the
+// defaults starts them: one compute thread per CPU (the caller is one), the
+// default read queue's (one io_uring reaper, or 8 readers), the cache's
+// pre-faulter and the pressure watcher.
 int default_thread_count();
+
+// The most of one thread's stack that can be resident: 2 MiB where
+// transparent huge pages are "always" (or the mode cannot be read), else
+// 256 KiB, above what sluice's threads were measured to touch.
+uint64_t thread_stack_bound(const std::string &thp_enabled = "/sys/kernel/mm/transparent_hugepage/enabled");
 
 // What the default budget leaves to the OS, other programs and the page
 // cache they need: max(1 GiB, 10 % of the RAM limit).

@@ -234,6 +234,24 @@ private:
 
 }  // namespace
 
+int read_queue_threads(IoEngine e, int depth) {
+    if (depth < 1) depth = 1;
+#ifdef SLUICE_HAVE_URING
+    if (e != IoEngine::threads) {
+        // The same question make_read_queue asks: may this process set up a
+        // ring (seccomp, io_uring_disabled and old kernels say no)?
+        io_uring ring;
+        if (io_uring_queue_init(2, &ring, 0) == 0) {
+            io_uring_queue_exit(&ring);
+            return 1;
+        }
+    }
+#else
+    (void)e;
+#endif
+    return depth;
+}
+
 std::unique_ptr<ReadQueue> make_read_queue(IoEngine e, int depth, std::string *why) {
     if (depth < 1) depth = 1;
 #ifdef SLUICE_HAVE_URING

@@ -49,4 +49,10 @@ public:
 // threads. *why says why io_uring was not used, when it was not.
 std::unique_ptr<ReadQueue> make_read_queue(IoEngine e, int depth, std::string *why);
 
+// How many threads make_read_queue(e, depth) would start: io_uring's one
+// reaper where the kernel gives this process a ring, else `depth` readers.
+// The memory plan counts their stacks: counting 8 readers where io_uring
+// runs one had a 2-core machine's floor count 13 threads for 5 (issue 27).
+int read_queue_threads(IoEngine e, int depth);
+
 }  // namespace sluice

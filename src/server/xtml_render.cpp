@@ -1,5 +1,6 @@
 // K3 XTML rendering (see xtml_render.h; CHAT_K3.md §3-§7).
 #include "server/xtml_render.h"
+#include "server/ascii_space.h"
 
 #include <algorithm>
 #include <map>
@@ -131,13 +132,6 @@ std::string value_text(const ordered_json &v, std::string *type) {
 
 bool is_blank(const std::string &s) {
     return std::all_of(s.begin(), s.end(), [](unsigned char c) { return c == ' ' || (c >= 9 && c <= 13); });
-}
-
-std::string trim(const std::string &s) {
-    size_t a = 0, b = s.size();
-    while (a < b && (s[a] == ' ' || (s[a] >= 9 && s[a] <= 13))) a++;
-    while (b > a && (s[b - 1] == ' ' || (s[b - 1] >= 9 && s[b - 1] <= 13))) b--;
-    return s.substr(a, b - a);
 }
 
 // One call's arguments after §3.1 step 2: an object, or a raw block.

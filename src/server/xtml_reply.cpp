@@ -1,5 +1,6 @@
 // K3 reply parsing (see xtml_reply.h; CHAT_K3.md §9).
 #include "server/xtml_reply.h"
+#include "server/ascii_space.h"
 
 #include <algorithm>
 
@@ -56,13 +57,6 @@ void parse_header(const std::string &h, std::string *name, std::vector<std::pair
         }
         attrs->push_back({key, unescape(val)});
     }
-}
-
-std::string trim(const std::string &s) {
-    size_t a = 0, b = s.size();
-    while (a < b && (s[a] == ' ' || (s[a] >= 9 && s[a] <= 13))) a++;
-    while (b > a && (s[b - 1] == ' ' || (s[b - 1] >= 9 && s[b - 1] <= 13))) b--;
-    return s.substr(a, b - a);
 }
 
 bool parse_json(const std::string &s, ordered_json *out) {

@@ -16,12 +16,6 @@ using namespace ::sluice::st;  // the safetensors reader and writer
 
 namespace {
 
-std::string logits_name(int idx) {
-    char b[48];
-    std::snprintf(b, sizeof b, "logits_%03d.safetensors", idx);
-    return b;
-}
-
 // Re-opens a written or pre-existing file and checks it against its record.
 Status revalidate(const std::string& path, int64_t rows, int64_t V, const std::string& token_hash,
                   const std::string& expect_sha, uint64_t* size) {

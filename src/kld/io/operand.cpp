@@ -45,12 +45,6 @@ struct Record {
     std::vector<int64_t> shape;
 };
 
-std::string logits_name(int idx) {
-    char b[48];
-    std::snprintf(b, sizeof b, "logits_%03d.safetensors", idx);
-    return b;
-}
-
 // Validates one logits file against §7.9 "Tensor file" rules.
 Status check_tensor_file(StFile& f, int64_t rows, int64_t V, const std::string& token_hash, const TensorInfo** out) {
     const std::string& P = f.path();
@@ -353,6 +347,12 @@ std::unique_ptr<Operand> engine_operand(LogitsEngine* e, const std::string& labe
     o->e_ = e;
     o->label_ = label;
     return o;
+}
+
+std::string logits_name(int idx) {
+    char b[48];
+    std::snprintf(b, sizeof b, "logits_%03d.safetensors", idx);
+    return b;
 }
 
 }  // namespace sluice::kld

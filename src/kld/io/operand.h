@@ -93,6 +93,10 @@ public:
 // the rows are still in cache from scoring. A no-op unless both hash.
 void hash_row_pair(RowStream& a, const float* pa, RowStream& b, const float* pb, int64_t bytes);
 
+// Window idx's logits file in a v0 capture directory (KLD.md §7.9): the
+// capture writes this name and the reader insists on it.
+std::string logits_name(int idx);
+
 Status open_v0_dir(const std::string& dir, bool verify_hashes, std::unique_ptr<Operand>* out);
 // With explicit streaming options (chunk size, ring depth, O_DIRECT).
 Status open_v0_dir(const std::string& dir, bool verify_hashes, const ReadAheadOptions& io, std::unique_ptr<Operand>* out);
