@@ -154,13 +154,16 @@ TEST(Agents, SamplingKnobsReachTheSampler) {
 
 TEST(Agents, ResponseFormatAsksForAConstrainedSampler) {
     fake::FakeModel m;
-    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"max_tokens":2,
+    GenRequest r = parse(Endpoint::chat, R"({"messages":[{"role":"user","content":"go"}],"max_tokens":12,
         "response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{"type":"object",
         "properties":{"a":{"type":"integer"}},"required":["a"]}}}})");
     Collect c;
     GenResult res;
     ApiError err;
     ASSERT_TRUE(generate(m, r, kNoDeadline, c, &res, &err)) << err.message;
+    // 12 tokens hold {"a":N} and the stop token: the answer is complete.
+    EXPECT_TRUE(nlohmann::json::parse(c.text).contains("a")) << c.text;
+    EXPECT_EQ(res.finish_reason, "stop");
     EXPECT_TRUE(m.last_sampling.constrained);
     EXPECT_EQ(nlohmann::json::parse(m.last_sampling.json_schema)["required"][0], "a");
     EXPECT_EQ(m.last_sampling.end_tokens.size(), 2u);  // the chat stop token and EOS
