@@ -98,7 +98,7 @@ bool ReplyGuide::init(Model &m, const GenRequest &req, const Markers *mk, const 
     if (xtml_) {
         if (!tokenize("<|close|>think<|sep|>", &think_close_, err) ||
             !tokenize("<|open|>response<|sep|>", &response_open_, err) ||
-            !tokenize("<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool=", &call_open_, err) ||
+            !tokenize("<|close|>response<|sep|><|open|>tools<|sep|><|open|>call tool", &call_open_, err) ||
             !tokenize("<|open|>json type=\"object\"<|sep|>", &json_open_, err) ||
             !tokenize("json<|sep|><|close|>call<|sep|>", &call_tail_, err) ||
             !tokenize("<|close|>tools<|sep|><|close|>message<|sep|><|end_of_msg|>", &msg_tail_, err))

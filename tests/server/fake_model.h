@@ -208,7 +208,7 @@ public:
     }
     std::unique_ptr<Detokenizer> new_detokenizer() override { return std::make_unique<FakeDetok>(); }
     std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *err) override {
-        last_sampling = p;
+        (p.constrained ? last_constrained : last_sampling) = p;
         if (!p.constrained) return std::make_unique<FakeSampler>(p);
         using namespace sluice::grammar;
         auto g = std::make_shared<Grammar>();
@@ -223,7 +223,8 @@ public:
         return std::make_unique<FakeConstrainedSampler>(
             p, std::make_shared<GrammarConstraint>(std::move(g), std::move(table), std::move(end)));
     }
-    SamplingParams last_sampling;  // what the last request asked for
+    SamplingParams last_sampling;     // what the last request asked for
+    SamplingParams last_constrained;  // the last constrained sampler's (response_format, tool arguments)
 
     bool reset(std::string *) override {
         std::lock_guard<std::mutex> lk(mu_);
