@@ -359,7 +359,10 @@ bool parse_forced_call(const ChatFields &f, GenRequest *r, ApiError *err) {
         if (!seen) r->forced_calls.emplace_back(name, schema);
     }
     if (r->forced_calls.empty())
-        return *err = bad_request("'tool_choice' names the function '" + named + "', which is not among 'tools'",
+        return *err = bad_request(named.empty() ? std::string("'tool_choice' asks for a tool call, but no entry of "
+                                                              "'tools' declares a function with a name")
+                                                : "'tool_choice' names the function '" + named +
+                                                      "', which is not among 'tools'",
                                   "tool_choice"),
                false;
     return true;

@@ -252,6 +252,12 @@ TEST(ReplyGuide, ForcedCallRefusals) {
                                &r, &err));
     EXPECT_EQ(err.param, "tool_choice");
     EXPECT_NE(err.message.find("'g'"), std::string::npos) << err.message;
+    const json nameless = json::array({{{"type", "function"}, {"function", {{"description", "x"}}}}});
+    EXPECT_FALSE(parse_request(Endpoint::chat,
+                               json{{"messages", kUser}, {"tools", nameless}, {"tool_choice", "required"}}.dump(), &r,
+                               &err));
+    EXPECT_EQ(err.param, "tool_choice");
+    EXPECT_NE(err.message.find("no entry"), std::string::npos) << err.message;
     const json odd = json::array({{{"type", "function"}, {"function", {{"name", "a\"b"}}}}});
     EXPECT_FALSE(parse_request(Endpoint::chat, json{{"messages", kUser}, {"tools", odd}, {"tool_choice", "required"}}.dump(),
                                &r, &err));
