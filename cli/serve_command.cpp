@@ -34,6 +34,7 @@ struct ServeCommand {
     bool vision = false, allow_local_images = false;
     // K3 and agents.
     bool no_thinking = false;
+    int64_t thinking_budget = 4096;
     std::vector<std::string> aliases;
     std::string forced_output_file;  // test only
     // Engine flags, as the other commands take them (cli/main.cpp's common options).
@@ -83,6 +84,11 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
                 "image parts may name files on this machine (file: URLs or paths); default: data: URLs only");
     a->add_flag("--no-thinking", s->no_thinking,
                 "K3: answer without the think channel unless a request asks for reasoning (reasoning_effort)");
+    a->add_option("--thinking-budget,--reasoning-budget", s->thinking_budget,
+                  "K3: tokens the think channel may take before its end is forced, for requests that give no "
+                  "thinking_budget (default 4096; -1: no budget of its own). JSON and forced tool-call answers "
+                  "cap it further so the answer fits in max_tokens")
+        ->check(CLI::Range((int64_t)-1, (int64_t)1 << 30));
     a->add_option("--alias", s->aliases, "another model id clients may use (repeatable)");
     a->add_option("--test-forced-output", s->forced_output_file,
                   "TEST ONLY: a JSON array of strings; each chat reply is the next one's tokens (markup mode) "
@@ -236,6 +242,7 @@ int serve(ServeCommand &s) {
     o.allow_local_images = s.allow_local_images;
     o.aliases = s.aliases;
     o.default_thinking = !s.no_thinking;
+    o.default_thinking_budget = s.thinking_budget;
     o.forced_outputs = forced;
 
     server::Server srv(*model, o);

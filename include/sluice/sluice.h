@@ -311,6 +311,19 @@ SLUICE_API sluice_status sluice_json_schema_check(const char *schema, size_t len
 /* -1: no constraint; 0: the output is not a complete value yet; 1: it is
  * (an end token may follow); 2: an end token was drawn. */
 SLUICE_API int32_t sluice_sampler_constraint_state(const sluice_sampler *s);
+/* Finish-now for a constrained sampler: the value and its end token must
+ * fit in `draws` more draws, the next one included; tokens that would leave
+ * no complete value reachable in time are refused, so as draws run short
+ * the output steers to the shortest valid completion (string closed, items
+ * and properties finished with their shortest values). The bound is counted
+ * in bytes, which is a bound in tokens when every byte value is a token (as
+ * in byte-level BPE vocabularies). draws < 0: no limit (the default). Set it
+ * before each draw. SLUICE_E_ARG if s is NULL; no effect without a
+ * constraint. */
+SLUICE_API sluice_status sluice_sampler_set_draw_limit(sluice_sampler *s, int32_t draws);
+/* The fewest draws that end a constrained output from here, its end token
+ * included (0 once an end token was drawn); -1 without a constraint. */
+SLUICE_API int32_t sluice_sampler_draws_to_finish(const sluice_sampler *s);
 
 /* ------------------------------------------------------------------------
  * Session state: save and restore the decoding state (KDA state, conv

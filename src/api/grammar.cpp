@@ -84,4 +84,15 @@ int32_t sluice_sampler_constraint_state(const sluice_sampler *s) {
     return c->matcher().accepting() ? 1 : 0;
 }
 
+sluice_status sluice_sampler_set_draw_limit(sluice_sampler *s, int32_t draws) {
+    if (!s) return SLUICE_E_ARG;
+    if (s->s.constraint()) s->s.constraint()->set_draw_limit(draws);
+    return SLUICE_OK;
+}
+
+int32_t sluice_sampler_draws_to_finish(const sluice_sampler *s) {
+    if (!s || !s->s.constraint()) return -1;
+    return s->s.constraint()->draws_to_finish();
+}
+
 }  // extern "C"

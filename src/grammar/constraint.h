@@ -18,6 +18,14 @@ public:
     void allowed(std::vector<uint8_t> *allowed) override;
     void accept(int32_t id) override;
     bool done() const override { return done_; }
+    // Finish-now (see sample::Constraint): with a limit, a token is allowed
+    // only if the value can still be completed, and its end token drawn,
+    // within the draws left. The bound is in bytes, so it holds in tokens
+    // when every byte is a token (TokenTable::has_all_bytes, true of
+    // byte-level BPE vocabularies); when no token meets it, the tokens that
+    // leave the fewest bytes to write are allowed.
+    void set_draw_limit(int32_t draws) override { limit_ = draws; }
+    int32_t draws_to_finish() const override;
     const Matcher &matcher() const { return m_; }
 
 private:
@@ -26,6 +34,7 @@ private:
     std::vector<int32_t> end_;
     Matcher m_;
     bool done_ = false;  // an end token was accepted
+    int32_t limit_ = -1;
 };
 
 }  // namespace sluice::grammar

@@ -22,6 +22,42 @@ bool num_accepting(int32_t a) { return a == 2 || a == 3 || a == 5 || a == 8; }
 bool is_digit(uint8_t c) { return c >= '0' && c <= '9'; }
 bool is_hex(uint8_t c) { return is_digit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
+constexpr uint32_t kInf = UINT32_MAX;
+uint32_t sat_add(uint64_t a, uint64_t b) { return (uint32_t)std::min<uint64_t>(a + b, kInf); }
+uint32_t sat_mul(uint64_t a, uint64_t b) { return (uint32_t)std::min<uint64_t>(a * b, kInf); }
+
+// Shortest output per node, by relaxation to a fixed point (the schema
+// compiler builds a DAG, but a cycle would only leave its nodes at kInf).
+std::vector<uint32_t> node_minimums(const Grammar &g) {
+    std::vector<uint32_t> mn(g.nodes.size(), kInf);
+    for (bool changed = true; changed;) {
+        changed = false;
+        for (size_t i = 0; i < g.nodes.size(); i++) {
+            const Node &n = g.nodes[i];
+            uint32_t v = kInf;
+            switch (n.kind) {
+            case Kind::lit: v = (uint32_t)n.lit.size(); break;
+            case Kind::str: v = 2; break;
+            case Kind::num: v = 1; break;
+            case Kind::seq:
+                v = 0;
+                for (int32_t k : n.kids) v = sat_add(v, mn[(size_t)k]);
+                break;
+            case Kind::alt:
+                for (int32_t k : n.kids) v = std::min(v, mn[(size_t)k]);
+                break;
+            case Kind::list: {
+                const uint32_t item = mn[(size_t)n.item];
+                v = n.min_items == 0 ? 2 : sat_add(sat_mul(n.min_items, sat_add(item, 1)), 1);  // "[" (item ",")* item "]"
+                break;
+            }
+            }
+            if (v < mn[i]) mn[i] = v, changed = true;
+        }
+    }
+    return mn;
+}
+
 void normalize(std::vector<Stack> *v) {
     std::sort(v->begin(), v->end());
     v->erase(std::unique(v->begin(), v->end()), v->end());
@@ -29,7 +65,8 @@ void normalize(std::vector<Stack> *v) {
 
 }  // namespace
 
-Matcher::Matcher(const Grammar *g) : g_(g) {
+Matcher::Matcher(const Grammar *g)
+    : g_(g), node_min_(std::make_shared<const std::vector<uint32_t>>(node_minimums(*g))) {
     if (g_->root >= 0) closure(Stack{Frame{g_->root, 0, 0}}, &stacks_);
     normalize(&stacks_);
 }
@@ -235,6 +272,49 @@ bool Matcher::accepting() const {
 
 bool Matcher::finished() const {
     return !stacks_.empty() && std::all_of(stacks_.begin(), stacks_.end(), [](const Stack &s) { return s.empty(); });
+}
+
+// Bytes the frame still needs, at least. A frame below the top has handed
+// control to the one above it: a seq its remaining children, a list (phase
+// 2, its item above) the items still required and the close.
+uint32_t Matcher::frame_cost(const Frame &f) const {
+    const Node &n = g_->nodes[(size_t)f.node];
+    const std::vector<uint32_t> &mn = *node_min_;
+    switch (n.kind) {
+    case Kind::lit: return (uint32_t)(n.lit.size() - (size_t)f.a);
+    case Kind::str:
+        if (f.a == kStrOpen) return 2;
+        if (f.a == kStrBody) return 1;
+        if (f.a == kStrEsc) return 2;
+        if (f.a >= kStrHex && f.a < kStrHex + 4) return (uint32_t)(4 - (f.a - kStrHex)) + 1;
+        return (uint32_t)((f.a - kUtf8) / 8) + 1;
+    case Kind::num:
+        return num_accepting(f.a) ? 0 : 1;
+    case Kind::seq: {
+        uint32_t v = 0;
+        for (size_t k = (size_t)f.a; k < n.kids.size(); k++) v = sat_add(v, mn[(size_t)n.kids[k]]);
+        return v;
+    }
+    case Kind::alt: return kInf;  // never on a stack after closure
+    case Kind::list: {
+        const uint32_t item = mn[(size_t)n.item];
+        if (f.a == 0) return mn[(size_t)f.node];
+        const uint32_t have = (uint32_t)f.b, need = n.min_items > have ? n.min_items - have : 0;
+        if (f.a == 1 && need > 0) return sat_add(sat_mul(need, sat_add(item, 1)), 0);  // items, separators, "]"
+        return sat_add(sat_mul(need, sat_add(item, 1)), 1);  // ("," item)* "]"
+    }
+    }
+    return kInf;
+}
+
+uint32_t Matcher::min_bytes_to_accept(const std::vector<Stack> &stacks) const {
+    uint32_t best = kInf;
+    for (const Stack &s : stacks) {
+        uint32_t v = 0;
+        for (size_t i = 0; i < s.size() && v < best; i++) v = sat_add(v, frame_cost(s[i]));
+        best = std::min(best, v);
+    }
+    return best;
 }
 
 bool Matcher::in_plain_string(uint32_t *room) const {

@@ -10,6 +10,7 @@
 // completes once the budget allows.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -65,6 +66,12 @@ public:
     bool finished() const;
     bool dead() const { return stacks_.empty(); }
 
+    // The fewest bytes that complete the value from `stacks` (0: complete
+    // already; UINT32_MAX: dead). The finish-now mode of the token mask
+    // (token_mask.h) keeps this within the tokens a generation has left.
+    uint32_t min_bytes_to_accept(const std::vector<Stack> &stacks) const;
+    uint32_t min_bytes_to_accept() const { return min_bytes_to_accept(stacks_); }
+
     // For the token mask: the single stack's top when it is a plain string
     // body (no escape or UTF-8 sequence pending): *room = bytes it may still
     // take. False otherwise.
@@ -78,8 +85,11 @@ public:
 private:
     void closure(Stack s, std::vector<Stack> *out) const;
     bool step_frame(Stack &s, uint8_t c) const;
+    uint32_t frame_cost(const Frame &f) const;
     const Grammar *g_;
     std::vector<Stack> stacks_;
+    // Per node: the length of its shortest output (shared by copies).
+    std::shared_ptr<const std::vector<uint32_t>> node_min_;
 };
 
 }  // namespace sluice::grammar

@@ -63,11 +63,17 @@ TokenTable::TokenTable(std::vector<std::string> bytes, const std::vector<bool> &
     std::stable_sort(safe_by_len_.begin(), safe_by_len_.end(),
                      [&](int32_t a, int32_t b) { return bytes_[(size_t)a].size() < bytes_[(size_t)b].size(); });
     for (int32_t id : safe_by_len_) safe_len_.push_back((uint32_t)bytes_[(size_t)id].size());
+    std::vector<bool> byte_seen(256, false);
+    for (int32_t id : all)
+        if (bytes_[(size_t)id].size() == 1) byte_seen[(unsigned char)bytes_[(size_t)id][0]] = true;
+    all_bytes_ = std::all_of(byte_seen.begin(), byte_seen.end(), [](bool b) { return b; });
     all_ = make_order(std::move(all), bytes_);
     unsafe_ = make_order(std::move(unsafe), bytes_);
 }
 
-size_t TokenTable::walk(const Matcher &m, const Order &o, std::vector<uint8_t> *allowed) const {
+size_t TokenTable::walk(const Matcher &m, const Order &o, std::vector<uint8_t> *allowed, uint32_t max_after,
+                        uint32_t *min_after) const {
+    const bool costed = max_after != kNoLimit || min_after;
     size_t count = 0;
     if (depth_.size() < 2) depth_.resize(2);
     depth_[0] = m.stacks();
@@ -86,6 +92,12 @@ size_t TokenTable::walk(const Matcher &m, const Order &o, std::vector<uint8_t> *
             k++;
         }
         valid = k;
+        if (ok && costed) {
+            const uint32_t after = m.min_bytes_to_accept(depth_[k]);
+            if (min_after) *min_after = std::min(*min_after, after);
+            ok = after <= max_after;
+            if (!ok) continue;  // refused for its cost, not its bytes: the prefix states stay valid
+        }
         if (ok) {
             (*allowed)[(size_t)o.ids[i]] = 1;
             count++;
@@ -97,18 +109,27 @@ size_t TokenTable::walk(const Matcher &m, const Order &o, std::vector<uint8_t> *
     return count;
 }
 
-size_t TokenTable::mask(const Matcher &m, std::vector<uint8_t> *allowed) const {
+size_t TokenTable::mask(const Matcher &m, std::vector<uint8_t> *allowed, uint32_t max_after,
+                        uint32_t *min_after) const {
     allowed->assign(bytes_.size(), 0);
+    if (min_after) *min_after = kNoLimit;
     if (m.dead()) return 0;
     uint32_t room = 0;
     if (m.in_plain_string(&room)) {
         size_t count = 0;
-        // Plain text tokens that fit in the string's remaining budget.
-        for (size_t i = 0; i < safe_by_len_.size() && safe_len_[i] <= room; i++, count++)
-            (*allowed)[(size_t)safe_by_len_[i]] = 1;
-        return count + walk(m, unsafe_, allowed);
+        // Plain text tokens that fit in the string's remaining budget. They
+        // leave the string open, so the cost to complete stays what it is.
+        const uint32_t after = max_after != kNoLimit || min_after ? m.min_bytes_to_accept() : 0;
+        if (min_after && !safe_by_len_.empty() && safe_len_[0] <= room) *min_after = after;
+        if (after <= max_after)
+            for (size_t i = 0; i < safe_by_len_.size() && safe_len_[i] <= room; i++, count++)
+                (*allowed)[(size_t)safe_by_len_[i]] = 1;
+        uint32_t walked = kNoLimit;
+        count += walk(m, unsafe_, allowed, max_after, min_after ? &walked : nullptr);
+        if (min_after) *min_after = std::min(*min_after, walked);
+        return count;
     }
-    return walk(m, all_, allowed);
+    return walk(m, all_, allowed, max_after, min_after);
 }
 
 }  // namespace sluice::grammar

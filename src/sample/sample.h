@@ -74,6 +74,13 @@ public:
     virtual void accept(int32_t id) = 0;
     // The constrained output is complete.
     virtual bool done() const = 0;
+    // Finish-now: the output and its end token must fit in `draws` more
+    // draws, this one included (negative: no limit). A constraint that
+    // cannot bound its output ignores it.
+    virtual void set_draw_limit(int32_t draws) { (void)draws; }
+    // The fewest draws that end the output, its end token included (0 once
+    // ended); -1 when the constraint cannot tell.
+    virtual int32_t draws_to_finish() const { return -1; }
 };
 
 class Sampler {

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "server/chat_request.h"
+#include "server/reply_guide.h"
 #include "server/xtml_reply.h"
 
 namespace sluice::server {
@@ -82,9 +83,6 @@ TokenLogprob token_logprob(Model &m, const std::vector<float> &lp, int32_t id, i
 
 // K3's four XTML markers, when each is one token of the model (then the
 // chat is rendered as XTML, CHAT_K3.md §1).
-struct Markers {
-    int32_t open = -1, close = -1, sep = -1, end_of_msg = -1;
-};
 bool xtml_markers(Model &m, Markers *mk) {
     std::vector<int32_t> ids;
     std::string e;
@@ -317,6 +315,18 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         return false;
     }
 
+    const int32_t stop_tok = req.kind != Endpoint::chat ? -1 : plan.xtml ? plan.mk.end_of_msg : m.chat_stop_token();
+    // The thinking budget, response_format, forced and strict tool calls:
+    // what is forced and what is sampled under a schema (reply_guide.h).
+    // Checked before the prompt is evaluated: a max_tokens too small for
+    // the answer is the client's 400.
+    ReplyGuide guide;
+    if (req.kind == Endpoint::chat &&
+        !guide.init(m, req, plan.xtml ? &plan.mk : nullptr, plan.starts_in, max_new, stop_tok, err)) {
+        m.clear_images();
+        return false;
+    }
+
     std::string e;
     if (!m.reset(&e)) return *err = server_error("cannot reset the session: " + e), false;
     const int32_t V = m.vocab();
@@ -341,20 +351,6 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     if (!detok && (req.kind != Endpoint::completion || !req.prompt_is_ids))
         return *err = bad_request("this model has no tokenizer", "messages", "no_tokenizer"), false;
     res->no_tokenizer = !detok;
-    const int32_t stop_tok = req.kind != Endpoint::chat ? -1 : plan.xtml ? plan.mk.end_of_msg : m.chat_stop_token();
-    // response_format: a second sampler, constrained to the schema, for the
-    // answer (K3: once the think channel is closed).
-    std::unique_ptr<Sampler> json_sampler;
-    if (!req.response_format.empty()) {
-        SamplingParams sp = req.sampling;
-        sp.constrained = true;
-        sp.json_schema = req.response_format == "json_schema" ? req.json_schema : std::string();
-        if (stop_tok >= 0) sp.end_tokens.push_back(stop_tok);
-        if (m.eos() >= 0) sp.end_tokens.push_back(m.eos());
-        json_sampler = m.new_sampler(sp, &serr);
-        if (!json_sampler)
-            return *err = bad_request("response_format cannot be enforced: " + serr, "response_format"), false;
-    }
     // Test hook (sluice serve --test-forced-output): the model's tokens are
     // replaced by this text's, so a random-weight model can exercise
     // reasoning, tool calls and constrained output end to end.
@@ -364,32 +360,12 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
 
     std::unique_ptr<XtmlReply> reply;
     if (plan.xtml) reply = std::make_unique<XtmlReply>(plan.starts_in);
-    // Strict tool calls (tools[i].function.strict, K3 markup): when the
-    // model opens a call to a strict tool, its arguments are written as the
-    // call's raw JSON block (CHAT_K3.md §5.2, §9.3), whose text the reply
-    // parser passes on verbatim as `arguments`: the block's opening tag is
-    // forced, the JSON is sampled under the tool's parameters schema by
-    // constrained decoding, and the closing tags are forced once the JSON
-    // is complete (its constraint allows <|close|> exactly then).
-    std::vector<int32_t> strict_open, strict_close, strict_queue;
-    size_t strict_pos = 0, calls_seen = 0;
-    std::unique_ptr<Sampler> strict_json;
-    if (reply && !req.strict_tools.empty()) {
-        if (!m.tokenize_markup("<|open|>json type=\"object\"<|sep|>", &strict_open, &e) ||
-            !m.tokenize_markup("json<|sep|><|close|>call<|sep|>", &strict_close, &e))
-            return *err = server_error("cannot tokenize the strict tool-call markup: " + e), false;
-    }
-    auto strict_schema = [&](const std::string &name) -> const std::string * {
-        for (const auto &t : req.strict_tools)
-            if (t.first == name) return &t.second;
-        return nullptr;
-    };
     std::vector<int32_t> history = prompt;
     std::string text;  // plain path: everything decoded so far (cut at a stop string)
     size_t sent = 0;   // how much of it (plain: text; K3: content) has been delivered
     size_t sent_reasoning = 0, calls_announced = 0;
     Delta pending;
-    int produced = 0, reasoning_tokens = 0;
+    int produced = 0;
     std::string finish = "length";
     bool stopped_by_string = false;
 
@@ -424,22 +400,13 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         const bool forcing = !forced.empty() && ((size_t)produced < forced.size() || !req.forced_then_sample);
         if (forcing) {
             id = (size_t)produced < forced.size() ? forced[(size_t)produced] : (stop_tok >= 0 ? stop_tok : m.eos());
-        } else if (strict_pos < strict_queue.size()) {
-            id = strict_queue[strict_pos++];
-        } else if (strict_json) {
-            id = strict_json->sample(logits.data(), V, history);
-            // The end token (<|close|>): the JSON is complete; close the tags.
-            if (id == plan.mk.close) strict_json.reset(), strict_queue = strict_close, strict_pos = 0;
+        } else if (req.kind == Endpoint::chat) {
+            id = guide.next(logits.data(), V, history, reply.get(), *sampler, max_new - produced);
         } else {
-            // The schema governs the answer: not the think channel, and not
-            // a tag header being written (K3's <|close|>think<|sep|>).
-            const bool free_text = thinking_now || (reply && reply->in_header());
-            Sampler *s = json_sampler && !free_text ? json_sampler.get() : sampler.get();
-            id = s->sample(logits.data(), V, history);
+            id = sampler->sample(logits.data(), V, history);
         }
         if (id < 0 || id >= V) return *err = server_error("the sampler returned token id " + std::to_string(id)), false;
         produced++;
-        reasoning_tokens += thinking_now;
         if (id == m.eos() || (stop_tok >= 0 && id == stop_tok)) {
             finish = "stop";  // counted in usage, not shown as output
             if (reply) reply->feed_marker(XMarker::end_of_msg);
@@ -459,25 +426,11 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             if (detok) text += detok->push(id);
             if (req.kind == Endpoint::completion) res->tokens.push_back(id);
         }
-        // A call to a strict tool has just been opened (its header is
-        // complete): its arguments go through the schema (not while the
-        // test hook is still forcing the text).
-        if (reply && !strict_open.empty() && reply->calls().size() > calls_seen && reply->in_call() &&
-            (forced.empty() || (size_t)produced >= forced.size())) {
-            calls_seen = reply->calls().size();
-            if (const std::string *schema = strict_schema(reply->calls().back().name)) {
-                SamplingParams sp = req.sampling;
-                sp.constrained = true;
-                sp.json_schema = *schema;
-                sp.seed = req.sampling.seed + calls_seen;
-                sp.end_tokens = {plan.mk.close};
-                strict_json = m.new_sampler(sp, &serr);
-                if (!strict_json)
-                    return *err = bad_request("a strict tool's parameters cannot be enforced: " + serr, "tools"), false;
-                strict_queue = strict_open;
-                strict_pos = 0;
-            }
-        }
+        // A call's header just completed: its arguments may go through a
+        // schema (not while the test hook is still forcing the text).
+        if (req.kind == Endpoint::chat &&
+            !guide.after(id, thinking_now, reply.get(), !forced.empty() && (size_t)produced < forced.size(), err))
+            return false;
         // A stop string cannot begin before `sent`: a text that might start
         // one is never delivered (stop_holdback).
         size_t cut = std::string::npos;
@@ -504,7 +457,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
         if (!reply->calls().empty()) finish = "tool_calls";
         res->message = reply->message();
         mark_invalid_arguments(&res->message);
-        res->reasoning_tokens = reasoning_tokens;
+        res->reasoning_tokens = guide.reasoning_tokens();
     } else if (!stopped_by_string && detok) {
         text += detok->flush();
     }

@@ -46,6 +46,12 @@ class Sampler {
 public:
     virtual ~Sampler() = default;
     virtual int32_t sample(const float *logits, int32_t n_vocab, const std::vector<int32_t> &history) = 0;
+    // Constrained samplers (finish-now): the value and its end token must
+    // fit in `draws` more draws, the next one included. Others ignore it.
+    virtual void set_draw_limit(int32_t draws) { (void)draws; }
+    // Constrained: the fewest draws that end the value, end token included;
+    // -1 for an unconstrained sampler.
+    virtual int32_t draws_to_finish() const { return -1; }
 };
 
 struct SamplingParams {

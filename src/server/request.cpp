@@ -1,6 +1,7 @@
 // OpenAI-style request parsing (see request.h).
 #include "server/request.h"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
 #include <random>
@@ -308,6 +309,65 @@ bool parse_strict_tools(const nlohmann::ordered_json &tools, GenRequest *r, ApiE
     return true;
 }
 
+// A name the forced call's header can carry as it is: the header's
+// attribute value is read back unescaped (CHAT_K3.md §9.3), and OpenAI's own
+// rule for function names is [a-zA-Z0-9_-]{1,64}.
+bool plain_tool_name(const std::string &n) {
+    if (n.empty() || n.size() > 64) return false;
+    for (unsigned char c : n)
+        if (!std::isalnum(c) && c != '_' && c != '-' && c != '.' && c != ':') return false;
+    return true;
+}
+
+// tool_choice "required" or {"type":"function","function":{"name":...}}:
+// the server writes the call (reply_guide.h), so the tools it may name are
+// collected here, and a choice no declared tool can satisfy is a 400.
+bool parse_forced_call(const ChatFields &f, GenRequest *r, ApiError *err) {
+    const auto &tc = f.tool_choice;
+    std::string named;
+    if (tc.is_string()) {
+        if (tc.get<std::string>() != "required") return true;
+    } else if (tc.is_object()) {
+        if (tc.contains("function") && tc["function"].is_object() && tc["function"].contains("name") &&
+            tc["function"]["name"].is_string())
+            named = tc["function"]["name"].get<std::string>();
+    } else {
+        return true;
+    }
+    if (!f.tools.is_array() || f.tools.empty())
+        return *err = bad_request("'tool_choice' asks for a tool call, but no 'tools' are declared", "tool_choice"),
+               false;
+    for (size_t i = 0; i < f.tools.size(); i++) {
+        const auto &t = f.tools[i];
+        if (!t.is_object() || !t.contains("function") || !t["function"].is_object()) continue;
+        const auto &fn = t["function"];
+        if (!fn.contains("name") || !fn["name"].is_string()) continue;
+        const std::string name = fn["name"].get<std::string>();
+        if (!named.empty() && name != named) continue;
+        const std::string p = "tools[" + std::to_string(i) + "].function.name";
+        if (!plain_tool_name(name))
+            return *err = bad_request("'" + p + "' is '" + name +
+                                          "': a call the server writes for tool_choice needs a name of letters, "
+                                          "digits, '_', '-', '.' or ':' (at most 64)",
+                                      p),
+                   false;
+        std::string schema;
+        for (const auto &st : r->strict_tools)
+            if (st.first == name) schema = st.second;
+        bool seen = false;
+        for (const auto &fc : r->forced_calls) seen |= fc.first == name;
+        if (!seen) r->forced_calls.emplace_back(name, schema);
+    }
+    if (r->forced_calls.empty())
+        return *err = bad_request(named.empty() ? std::string("'tool_choice' asks for a tool call, but no entry of "
+                                                              "'tools' declares a function with a name")
+                                                : "'tool_choice' names the function '" + named +
+                                                      "', which is not among 'tools'",
+                                  "tool_choice"),
+               false;
+    return true;
+}
+
 bool parse_prompt(const json &o, GenRequest *r, ApiError *err) {
     auto it = o.find("prompt");
     if (it == o.end() || it->is_null()) return *err = bad_request("'prompt' is required", "prompt"), false;
@@ -404,6 +464,7 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
         if (!parse_messages(ordered, r, err)) return false;
         if (!parse_response_format(r->chat.response_format, r, err)) return false;
         if (!parse_strict_tools(r->chat.tools, r, err)) return false;
+        if (!parse_forced_call(r->chat, r, err)) return false;
     } else if (!parse_prompt(o, r, err)) {
         return false;
     }
@@ -441,6 +502,12 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
     r->n = (int)n;
 
     if (kind == Endpoint::chat) {
+        // The think channel's budget: llama-server's and Qwen's spellings.
+        for (const char *k : {"thinking_budget", "reasoning_budget", "thinking_budget_tokens"}) {
+            if (!o.contains(k) || o[k].is_null()) continue;
+            if (!get_int(o, k, -1, kBig, &r->thinking_budget, err)) return false;
+            break;
+        }
         if (!get_bool(o, "logprobs", &r->logprobs, err)) return false;
         int64_t top = 0;
         if (!get_int(o, "top_logprobs", 0, kMaxTopLogprobs, &top, err)) return false;

@@ -35,6 +35,14 @@ struct GenRequest {
     std::vector<ChatMessage> messages;  // chat, for chat.json formats
     ChatFields chat;                    // chat: the whole conversation and its options
     bool default_thinking = true;       // the server's default (--no-thinking)
+    // The think channel's budget in tokens (thinking_budget, or its aliases
+    // reasoning_budget and thinking_budget_tokens): kBudgetUnset when the
+    // request gives none (then default_thinking_budget, --thinking-budget),
+    // -1 for no budget of its own. Structured answers cap it further
+    // (reply_guide.h).
+    static constexpr int64_t kBudgetUnset = -2;
+    int64_t thinking_budget = kBudgetUnset;
+    int64_t default_thinking_budget = 4096;
     // response_format: "" (text), "json_object" or "json_schema" (then
     // json_schema holds the schema's JSON text): enforced by constrained decoding.
     std::string response_format;
@@ -43,6 +51,11 @@ struct GenRequest {
     // text): a call to one of them writes its arguments under the schema
     // by constrained decoding (K3 markup, generate.cpp).
     std::vector<std::pair<std::string, std::string>> strict_tools;
+    // tool_choice that forces a call ("required", or a named function):
+    // the candidates (one for a named choice), each with the schema its
+    // arguments are written under (a strict tool's parameters; empty: any
+    // JSON object). Empty: the model chooses.
+    std::vector<std::pair<std::string, std::string>> forced_calls;
     // Test only (sluice serve --test-forced-output): the reply's tokens are
     // this text's (markup mode) instead of the model's choices.
     std::string forced_output;

@@ -311,6 +311,7 @@ void Server::routes() {
                                              opt_.model_name + "'",
                                          "model_not_found", "model"));
             gr.default_thinking = opt_.default_thinking;
+            gr.default_thinking_budget = opt_.default_thinking_budget;
             if (kind == Endpoint::chat && !opt_.forced_outputs.empty())
             {
                 const auto &fo = opt_.forced_outputs[forced_next_++ % opt_.forced_outputs.size()];

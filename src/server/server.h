@@ -44,6 +44,7 @@ struct ServerOptions {
     bool allow_local_images = false;  // image parts may name file: URLs / paths on this machine
     std::vector<std::string> aliases;  // more ids clients may name the model by (--alias)
     bool default_thinking = true;      // K3: think unless a request says otherwise (--no-thinking: false)
+    int64_t default_thinking_budget = 4096;  // think-channel tokens when a request gives no thinking_budget (-1: none)
     // Test only (--test-forced-output FILE): each chat request's reply is the
     // next of these texts (in turn) instead of the model's choices; with
     // then_sample, the text is a prefix and the model samples on after it.

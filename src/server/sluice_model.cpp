@@ -57,6 +57,8 @@ public:
     int32_t sample(const float *logits, int32_t n_vocab, const std::vector<int32_t> &history) override {
         return sluice_sampler_sample(s_, logits, n_vocab, history.data(), history.size());
     }
+    void set_draw_limit(int32_t draws) override { sluice_sampler_set_draw_limit(s_, draws); }
+    int32_t draws_to_finish() const override { return sluice_sampler_draws_to_finish(s_); }
 
 private:
     sluice_sampler *s_;

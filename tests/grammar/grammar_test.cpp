@@ -186,3 +186,103 @@ TEST(Grammar, RandomLogitGenerationsParse) {
     }
     EXPECT_EQ(outputs, 90);
 }
+
+// Finish-now: with a draw limit (the tokens a generation has left), every
+// output ends, end token included, within the limit and parses, for random
+// logits, from the tightest limit (the shortest valid output) up.
+TEST(Grammar, FinishNowEndsWithinTheLimit) {
+    auto vocab = test_vocab(2000, 5);
+    vocab.push_back("<end>");
+    std::vector<bool> usable(vocab.size(), true);
+    usable.back() = false;
+    auto table = std::make_shared<TokenTable>(vocab, usable);
+    ASSERT_TRUE(table->has_all_bytes());
+    const int32_t kEnd = (int32_t)vocab.size() - 1;
+    int outputs = 0, tight = 0;
+    for (const char *s : {R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+                            "tags":{"type":"array","items":{"type":"string"},"minItems":2},
+                            "pet":{"anyOf":[{"type":"null"},{"type":"object","properties":{"kind":{"enum":["cat","dog"]}},
+                            "required":["kind"]}]}},"required":["name","age","tags","pet"]})",
+                          R"({"type":"array","items":{"type":"number"},"minItems":3})", ""}) {
+        auto g = std::make_shared<Grammar>(*s ? compile(s) : any_json_object(Limits{}));
+        const int32_t shortest = GrammarConstraint(g, table, {kEnd}).draws_to_finish();
+        ASSERT_GT(shortest, 1);
+        for (int32_t slack : {0, 1, 3, 10, 60}) {
+            const int32_t limit = shortest + slack;
+            for (uint64_t seed = 1; seed <= 12; seed++) {
+                sluice::sample::Params p;
+                p.temperature = 1.0f;
+                p.top_k = 0;
+                p.top_p = 1.0f;
+                p.min_p = 0.0f;
+                p.seed = seed;
+                sluice::sample::Sampler smp(p);
+                auto c = std::make_shared<GrammarConstraint>(g, table, std::vector<int32_t>{kEnd});
+                smp.set_constraint(c);
+                std::mt19937_64 rng(seed * 131 + (uint64_t)slack);
+                std::normal_distribution<float> nd(0.0f, 3.0f);
+                std::vector<float> logits(vocab.size());
+                std::string out;
+                int32_t draws = 0;
+                bool ended = false;
+                while (draws < limit) {
+                    c->set_draw_limit(limit - draws);
+                    for (float &x : logits) x = nd(rng);
+                    const int32_t id = smp.sample(logits, {});
+                    ASSERT_GE(id, 0);
+                    draws++;
+                    if (id == kEnd) {
+                        ended = true;
+                        break;
+                    }
+                    out += vocab[(size_t)id];
+                }
+                EXPECT_TRUE(ended) << "limit " << limit << ": " << out;
+                EXPECT_TRUE(nlohmann::json::accept(out)) << "limit " << limit << ": " << out;
+                outputs++;
+                tight += draws == limit;
+            }
+        }
+    }
+    std::printf("finish-now: %d outputs, %d used every draw of their limit\n", outputs, tight);
+    EXPECT_EQ(outputs, 3 * 5 * 12);
+    EXPECT_GT(tight, 0);
+}
+
+// The shortest completion the matcher reports is one that exists: writing
+// its bytes greedily (any byte that lowers it by one) reaches a complete
+// value in exactly that many bytes, from states along random outputs.
+TEST(Grammar, MinBytesToAcceptIsExact) {
+    Grammar g = compile(R"({"type":"object","properties":{"s":{"type":"string","maxLength":4},
+        "n":{"type":"number"},"xs":{"type":"array","items":{"type":"integer"},"minItems":2,"maxItems":4},
+        "e":{"enum":["long-value",false]}},"required":["s","n","xs","e"]})");
+    std::mt19937_64 rng(5);
+    int checked = 0;
+    for (int run = 0; run < 40; run++) {
+        Matcher m(&g);
+        for (int step = 0; step < 80 && !m.finished(); step++) {
+            Matcher walk = m;
+            uint32_t left = walk.min_bytes_to_accept();
+            const uint32_t start = left;
+            while (left > 0) {
+                bool moved = false;
+                for (int b = 0; b < 256 && !moved; b++) {
+                    Matcher t = walk;
+                    if (t.step((uint8_t)b) && t.min_bytes_to_accept() == left - 1) walk = t, moved = true;
+                }
+                ASSERT_TRUE(moved) << "stuck with " << left << " bytes to go";
+                left--;
+            }
+            EXPECT_TRUE(walk.accepting());
+            checked += start > 0;
+            std::vector<int> ok;
+            for (int b = 0; b < 256; b++) {
+                Matcher t = m;
+                if (t.step((uint8_t)b)) ok.push_back(b);
+            }
+            if (ok.empty()) break;
+            m.step((uint8_t)ok[rng() % ok.size()]);
+        }
+    }
+    EXPECT_GT(checked, 500);
+}

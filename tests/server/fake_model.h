@@ -12,6 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "grammar/constraint.h"
+#include "grammar/json_schema.h"
+#include "sample/sample.h"
 #include "server/model.h"
 
 namespace fake {
@@ -97,6 +100,35 @@ private:
     std::mt19937_64 rng_;
 };
 
+// Constrained decoding on the fake's vocabulary (a token per byte, control
+// tokens never in the grammar), through src/grammar as the engine's C API
+// does it, so the generation loop's structured answers run end to end.
+class FakeConstrainedSampler final : public Sampler {
+public:
+    FakeConstrainedSampler(const SamplingParams &p, std::shared_ptr<sluice::grammar::GrammarConstraint> c)
+        : s_(params(p)), c_(std::move(c)) {
+        s_.set_constraint(c_);
+    }
+    int32_t sample(const float *logits, int32_t n, const std::vector<int32_t> &history) override {
+        return s_.sample(std::span<const float>(logits, (size_t)n), history);
+    }
+    void set_draw_limit(int32_t draws) override { c_->set_draw_limit(draws); }
+    int32_t draws_to_finish() const override { return c_->draws_to_finish(); }
+
+private:
+    static sluice::sample::Params params(const SamplingParams &p) {
+        sluice::sample::Params q;
+        q.temperature = p.temperature;
+        q.top_k = p.top_k;
+        q.top_p = p.top_p;
+        q.min_p = p.min_p;
+        q.seed = p.seed;
+        return q;
+    }
+    sluice::sample::Sampler s_;
+    std::shared_ptr<sluice::grammar::GrammarConstraint> c_;
+};
+
 class FakeModel final : public Model {
 public:
     // script: what the model says after any prompt, token by token, cycling.
@@ -175,11 +207,24 @@ public:
         return id < 256 ? std::string(1, (char)id) : std::string(special_text(id));
     }
     std::unique_ptr<Detokenizer> new_detokenizer() override { return std::make_unique<FakeDetok>(); }
-    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *) override {
-        last_sampling = p;
-        return std::make_unique<FakeSampler>(p);
+    std::unique_ptr<Sampler> new_sampler(const SamplingParams &p, std::string *err) override {
+        (p.constrained ? last_constrained : last_sampling) = p;
+        if (!p.constrained) return std::make_unique<FakeSampler>(p);
+        using namespace sluice::grammar;
+        auto g = std::make_shared<Grammar>();
+        if (p.json_schema.empty()) *g = any_json_object(Limits{});
+        else if (!compile_json_schema(p.json_schema, Limits{}, g.get(), err)) return nullptr;
+        std::vector<std::string> bytes((size_t)kVocab);
+        std::vector<bool> usable((size_t)kVocab, false);
+        for (int32_t i = 0; i < 256; i++) bytes[(size_t)i] = std::string(1, (char)i), usable[(size_t)i] = true;
+        auto table = std::make_shared<TokenTable>(std::move(bytes), usable);
+        std::vector<int32_t> end = p.end_tokens;
+        if (end.empty()) end.push_back(kEos);
+        return std::make_unique<FakeConstrainedSampler>(
+            p, std::make_shared<GrammarConstraint>(std::move(g), std::move(table), std::move(end)));
     }
-    SamplingParams last_sampling;  // what the last request asked for
+    SamplingParams last_sampling;     // what the last request asked for
+    SamplingParams last_constrained;  // the last constrained sampler's (response_format, tool arguments)
 
     bool reset(std::string *) override {
         std::lock_guard<std::mutex> lk(mu_);
