@@ -1,4 +1,5 @@
 #include "format/container.h"
+#include "common/checked_math.h"
 
 #include <cstring>
 
@@ -34,8 +35,17 @@ Status Container::open(const std::string &dir) {
     SLUICE_TRY(cb.open_read(dir_ + "/codebooks.bin"));
     n_books_ = (int64_t)(cb.size() / (uint64_t)rec);
     if (n_books_ > (1 << 20)) return format_error(cb.path() + ": more than 2^20 codebook records");
-    std::vector<uint8_t> raw((size_t)(n_books_ * rec));
+    // The whole file in one read (the records, then a tail shorter than one
+    // record): --verify hashes these very bytes, so a codebooks.bin changed
+    // between the check and the load cannot pass (issue 32).
+    std::vector<uint8_t> raw((size_t)cb.size());
     if (!raw.empty()) SLUICE_TRY(cb.pread_all(raw.data(), raw.size(), 0));
+    if (!man_.codebooks_sha256.empty()) {
+        Sha256 h;
+        h.update(raw.data(), raw.size());
+        codebooks_sha256_ = h.hex();
+    }
+    raw.resize((size_t)(n_books_ * rec));
     book_entries_ = eq.index_bits == 8 ? 256 : eq.entries;
     books_.assign((size_t)(n_books_ * book_entries_ * 8), 0.0f);
     for (int64_t b = 0; b < n_books_; b++) {
@@ -79,8 +89,11 @@ Status Container::check_integrity() const {
                                                                  {"codebooks.bin", &man_.codebooks_sha256}};
     for (const auto &[name, want] : files) {
         if (want->empty()) continue;
-        std::string got;
-        SLUICE_TRY(sha256_file(dir_ + "/" + name, &got));
+        // The bytes the container reads: codebooks.bin as decoded at open,
+        // trunk.bin through the descriptor every trunk read uses (not a
+        // second open of the path, which a rename could swap).
+        std::string got = name == "codebooks.bin" ? codebooks_sha256_ : std::string();
+        if (name == "trunk.bin") SLUICE_TRY(sha256_open_file(trunk_, &got));
         if (got != *want)
             return format_error(dir_ + "/" + name + ": SHA-256 " + got + " differs from manifest.json integrity." +
                                 (name == "trunk.bin" ? "trunk_sha256 " : "codebooks_sha256 ") + *want +
@@ -135,7 +148,8 @@ Status Container::describe_entry(const TrunkEntry &entry, const std::vector<int6
     t.shape = e->shape;
     t.cols = e->shape.back();
     t.rows = 1;
-    for (size_t i = 0; i + 1 < e->shape.size(); i++) t.rows *= e->shape[i];
+    for (size_t i = 0; i + 1 < e->shape.size(); i++)
+        if (!checked_mul<int64_t>(t.rows, e->shape[i], &t.rows)) return format_error(where + " is too large");
     if (t.rows > ((int64_t)1 << 40) / t.cols) return format_error(where + " is too large");
     if (t.fmt != QFmt::F32) {
         if (e->group % 8 != 0 || e->group > 4096)

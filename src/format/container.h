@@ -73,6 +73,7 @@ private:
     std::unordered_map<std::string, size_t> by_name_;
     std::vector<float> books_;
     int64_t n_books_ = 0;
+    std::string codebooks_sha256_;  // of the bytes decoded at open (when the manifest records one)
     int book_entries_ = 256;
     std::map<int, File> banks_;
 };

@@ -303,6 +303,23 @@ TEST_F(BadInput, TrunkShapeProductOverflow) {
     EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT) << err;
 }
 
+// Every dimension inside [1, 2^26] and the running product at 2^40 before
+// the last factor: 2^20 x 2^20 x 2^26 = 2^66 overflowed int64 (UBSan abort;
+// a Release build wrapped past the bound and `info` printed figures).
+TEST_F(BadInput, TrunkShapeProductPastInt64IsRefused) {
+    for (const std::vector<int64_t> &shape : {std::vector<int64_t>{1 << 20, 1 << 20, 1 << 26},
+                                              std::vector<int64_t>{1 << 26, 1 << 14, 1 << 26, 1 << 26},
+                                              std::vector<int64_t>{1, 1 << 26, 1 << 14, 1 << 26}}) {
+        std::string c = copy("kimi-linear-tiny");
+        edit_manifest(c, [&](nlohmann::json &j) { j["trunk"][0]["shape"] = shape; });
+        expect_open_error(c, SLUICE_E_FORMAT, {"2^40 elements"});
+        sluice_memory_plan p;
+        char err[512] = {0};
+        EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT) << err;
+        fs::remove_all(c);
+    }
+}
+
 // FIFOs in place of container files: refused, not a hang in open().
 TEST_F(BadInput, FifoInsteadOfAFileIsRefused) {
     for (const char *f : {"manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin"}) {
