@@ -70,10 +70,13 @@ def case(name, cmd, want_fail=True, needle=None, stdin=None, env=None, ok_rcs=No
     return rc, out
 
 
-def model_copy(tag):
+def model_copy(tag, src=None):
     d = os.path.join(work, f"m-{tag}.waste")
     shutil.rmtree(d, ignore_errors=True)
-    shutil.copytree(src_model, d)
+    shutil.copytree(src or src_model, d)
+    os.chmod(d, 0o755)
+    for n in os.listdir(d):
+        os.chmod(os.path.join(d, n), 0o644)
     return d
 
 
@@ -94,10 +97,12 @@ def tree_hash(d):
 needs = {"tokenize": {"manifest.json", "codebooks.bin", "tokenizer.model", "specials.json"},
          "run": {"manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin", "tokenizer.model", "specials.json",
                  "chat.json"}}
+# chat.json: the fixture with one (run uses the chat template when there is one).
+chat_model = os.path.join(fixtures, "warp", "converted-default.waste")
 for f in ("manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin", "tokenizer.model", "specials.json",
           "chat.json", "usage.waste"):
     for kind in KINDS:
-        m = model_copy("side")
+        m = model_copy("side", chat_model if f == "chat.json" else src_model)
         special(os.path.join(m, f), kind)
         for cmd, args in (("info", []), ("tokenize", ["hi"]), ("run", ["hi", "-n", "1", "-q"])):
             must = f in needs.get(cmd, set()) or (cmd == "info" and f == "manifest.json")
@@ -107,11 +112,11 @@ for f in ("manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin", "toke
 # serve with a FIFO side file: refuses and exits (it ignored SIGTERM while
 # blocked); if it does start, SIGTERM must stop it.
 for f in ("tokenizer.model", "specials.json", "chat.json"):
-    m = model_copy("serve")
+    m = model_copy("serve", chat_model)
     special(os.path.join(m, f), "fifo")
     p = subprocess.Popen([sluice, "serve", m, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        out, err = p.communicate(timeout=HANG)
+        out, err = p.communicate(timeout=5)  # refused at start, or serving (the side files load on first use)
         ok = p.returncode != 0 and f in err.decode(errors="replace")
         why = f"exit {p.returncode}: {err.decode(errors='replace').strip().splitlines()[-1:]}"
     except subprocess.TimeoutExpired:

@@ -137,7 +137,8 @@ TEST_F(Transport, ContentLengthErrorsArePromptAndNamed) {
     EXPECT_LT(t413, 1.0);
     // Chunked bodies are read (issue 32): "hello" reaches the route, which
     // answers 400 for JSON it cannot parse.
-    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
+    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "5\r\nhello\r\n0\r\n\r\n");
     EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
 }
 
