@@ -3,6 +3,11 @@
 # and libFuzzer, under ASan and UBSan (issue 16).
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS]   (default 30)
 #   ONLY="fuzz_kld fuzz_suite" scripts/fuzz.sh 120   (a subset)
+#   RUNS=1000000 ONLY=fuzz_container scripts/fuzz.sh 86400   (a run of N inputs)
+# The size parsers run with tests/fuzz/extremes.dict (values at and past the
+# bounds, so products overflow), fuzz_container also puts special files (a
+# FIFO, a directory, symlinks to a device or a FIFO) in place of container
+# files, and fuzz_receipt feeds `kld report` receipts (issue 32).
 # Each harness links the few sources it needs (no CMake build). Objects are
 # compiled once into build-fuzz/obj and shared between harnesses, through a
 # generated Makefile (make -j$FUZZ_JOBS, default 2), so adding a harness costs

@@ -15,7 +15,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     in.receipt = path;
     sluice::kld::ReportOptions opt;
     sluice::kld::Report rep;
-    const sluice::kld::Status st = sluice::kld::build_report({in}, opt, &rep);
+    const sluice::Status st = sluice::kld::build_report({in}, opt, &rep);
     if (st.is_ok()) {
         const auto j = nlohmann::json::parse(std::string_view(reinterpret_cast<const char *>(data), size), nullptr, false);
         // A ranked receipt must not be one marked failed.
