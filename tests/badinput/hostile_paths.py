@@ -277,6 +277,38 @@ if os.path.exists(html):
 case("kld paired refuses a receipt marked integrity: failed", [sluice, "kld", "paired", "--receipts", good, bad],
      ok_rcs=(3,), needle="integrity: failed")
 
+# The same from a real run: compare --verify-hashes on a candidate whose
+# file was changed after capture marks its receipt failed (exit 3); report
+# and paired refuse that receipt.
+kd = os.path.join(work, "kld")
+os.makedirs(kd)
+with open(os.path.join(kd, "toks.txt"), "w") as f:
+    f.write(" ".join(str(i % 200) for i in range(4000)))
+tiny = os.path.join(fixtures, "warp", "kimi-linear-tiny.waste")
+K = lambda *a: [sluice, "kld"] + list(a)
+P = lambda n: os.path.join(kd, n)
+case("kld suite make", K("suite", "make", "--out", P("suite"), "--context", "16", "--tokens-source",
+                         "a=" + P("toks.txt") + ":4"), want_fail=False)
+case("kld capture", K("capture", "--model", tiny, "--suite", P("suite"), "--out", P("ref")), want_fail=False)
+shutil.copytree(P("ref"), P("cand"))
+with open(os.path.join(P("cand"), "logits_001.safetensors"), "r+b") as f:
+    f.seek(-8, 2)
+    b = f.read(1)
+    f.seek(-8, 2)
+    f.write(bytes([b[0] ^ 1]))
+case("kld compare, intact", K("compare", "--suite", P("suite"), "--reference", P("ref"), "--candidate", P("ref"),
+                              "--verify-hashes", "on", "--json", P("ok.json")), want_fail=False)
+case("kld compare, a changed candidate file", K("compare", "--suite", P("suite"), "--reference", P("ref"), "--candidate",
+                                               P("cand"), "--verify-hashes", "on", "--json", P("bad.json")),
+     ok_rcs=(3,), needle="integrity: failed")
+case("kld report refuses the compare-marked receipt", K("report", "--receipts", P("ok.json"), P("bad.json"), "--out",
+                                                       P("r.html")), ok_rcs=(3,), needle="integrity: failed")
+case("kld paired refuses the compare-marked receipt", K("paired", "--receipts", P("ok.json"), P("bad.json")),
+     ok_rcs=(3,), needle="integrity: failed")
+if os.path.exists(P("r.html")):
+    print("FAIL kld report wrote a page with a failed receipt")
+    fails.append("report html written (compare receipt)")
+
 # --- 6. smaller holes --------------------------------------------------------
 m = model_copy("misc")
 case("serve --api-key ''", [sluice, "serve", m, "--api-key", ""], ok_rcs=(2,), needle="--api-key")
