@@ -25,7 +25,7 @@
 
 #include "cli/images.h"
 #include "cli/line_editor.h"
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "cli/text_gen.h"
 
 namespace sluice {
@@ -211,22 +211,11 @@ struct Chat {
                             {"history", conv.history},
                             {"pending", conv.pending},
                             {"messages", conv.messages}};
-        const std::string jp = path + ".json", tmp = jp + ".tmp";
-        if (std::string why = sluice::nonregular_output_reason(jp); !why.empty()) {
-            std::fprintf(stderr, "sluice chat: /save: %s\n", why.c_str());
-            return false;
-        }
-        {
-            std::ofstream out(tmp, std::ios::binary);
-            out << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
-            if (!out.flush()) {
-                std::fprintf(stderr, "sluice chat: /save: cannot write %s\n", tmp.c_str());
-                std::remove(tmp.c_str());
-                return false;
-            }
-        }
-        if (std::rename(tmp.c_str(), jp.c_str()) != 0) {
-            std::fprintf(stderr, "sluice chat: /save: cannot write %s\n", jp.c_str());
+        const std::string jp = path + ".json";
+        if (sluice::Status ws = sluice::write_output_file(
+                jp, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+            !ws) {
+            std::fprintf(stderr, "sluice chat: /save: %s\n", ws.message().c_str());
             return false;
         }
         std::fprintf(stderr, "saved %zu tokens to %s (+ .json)\n", conv.history.size(), path.c_str());
@@ -237,9 +226,10 @@ struct Chat {
         Conversation c;
         const std::string jp = path + ".json";
         try {
-            std::ifstream in(jp, std::ios::binary);
-            if (!in) throw std::runtime_error("cannot open " + jp);
-            nlohmann::json j = nlohmann::json::parse(in);
+            std::string text;
+            if (sluice::Status rs = sluice::read_input_file(jp, 1u << 30, &text); !rs)
+                throw std::runtime_error(rs.message());
+            nlohmann::json j = nlohmann::json::parse(text);
             if (j.value("format", "") != "sluice-chat-v1") throw std::runtime_error(jp + ": not a sluice chat file");
             c.history = j.at("history").get<std::vector<int32_t>>();
             c.pending = j.at("pending").get<std::vector<int32_t>>();

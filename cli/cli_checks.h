@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/cpu_list.h"
+#include "common/parse_number.h"
 
 namespace sluice {
 
@@ -25,9 +26,11 @@ inline CLI::Validator finite_number() {
 inline CLI::Validator unsigned_integer() {
     return CLI::Validator(
         [](std::string &s) -> std::string {
-            if (s.empty() || s.find_first_not_of("0123456789") != std::string::npos)
-                return "'" + s + "' is not a non-negative integer";
-            return {};
+            // One parser (common/parse_number.h): past 2^64-1 is refused,
+            // not saturated by the conversion that follows.
+            uint64_t v;
+            std::string err;
+            return parse_u64(s, &v, &err) ? std::string() : err;
         },
         "UINT");
 }

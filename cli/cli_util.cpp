@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "cli/cli_util.h"
 
 #include <sys/resource.h>
@@ -29,13 +30,9 @@ bool read_stream(std::istream &in, std::string *out) {
 }  // namespace
 
 bool read_text_file(const std::string &path, std::string *out, std::string *err) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) {
-        *err = path + ": cannot open (" + std::strerror(errno) + ")";
-        return false;
-    }
-    if (!read_stream(in, out)) {
-        *err = path + ": larger than 1 GiB";
+    // A FIFO or device given as --file is refused, not waited on.
+    if (Status st = read_input_file(path, kMaxPrompt, out); !st) {
+        *err = st.message();
         return false;
     }
     return true;

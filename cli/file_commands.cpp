@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "cli/file_commands.h"
 
 #include <CLI/CLI.hpp>
@@ -57,6 +58,12 @@ bool copy_tokenizer(const std::string &from, const std::string &to, std::string 
 }  // namespace
 
 int cmd_synth(const sluice::SynthOptions &o, const std::string &tokenizer) {
+    // The output replaces trunk.bin, the banks and the manifest: never in
+    // the container the tokenizer is copied from.
+    if (std::string why = sluice::output_inside_reason(o.out, tokenizer, "the --tokenizer container"); !why.empty()) {
+        std::fprintf(stderr, "sluice synth: --out: %s\n", why.c_str());
+        return 2;
+    }
     const bool tty = ::isatty(2);
     std::fprintf(stderr, "%s", sluice::describe_synth(o).c_str());
     const double total_gb = (double)sluice::synth_sizes(o).total / 1e9;

@@ -12,6 +12,8 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/checked_file.h"
+
 namespace sluice {
 
 struct LineEditor::Impl {
@@ -87,12 +89,16 @@ LineEditor::~LineEditor() {
     if (im.hist && !im.history_file.empty()) {
         // Written beside and renamed, so a failed save never leaves a cut
         // history file in place of the old one.
-        const std::string tmp = im.history_file + ".tmp";
-        if (history(im.hist, &im.ev, H_SAVE, tmp.c_str()) >= 0) {
-            ::chmod(tmp.c_str(), 0600);
-            if (std::rename(tmp.c_str(), im.history_file.c_str()) != 0) std::remove(tmp.c_str());
-        } else {
-            std::remove(tmp.c_str());
+        // The temporary is created by the checked writer (O_EXCL |
+        // O_NOFOLLOW: never a link or FIFO planted at its name); libedit
+        // then writes into that regular file.
+        std::string tmp;
+        int fd = -1;
+        if (sluice::create_output_temp(im.history_file, &fd, &tmp).is_ok()) {
+            ::fchmod(fd, 0600);
+            ::close(fd);
+            if (history(im.hist, &im.ev, H_SAVE, tmp.c_str()) >= 0) (void)sluice::publish_output_temp(tmp, im.history_file);
+            else std::remove(tmp.c_str());
         }
     }
     if (im.el) el_end(im.el);

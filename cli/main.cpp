@@ -12,7 +12,8 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/file_commands.h"
-#include "common/output_path.h"
+#include "common/checked_file.h"
+#include "common/parse_number.h"
 #include "common/units.h"
 
 #include <unistd.h>
@@ -178,9 +179,29 @@ void print_stats(sluice_ctx *ctx) {
                      (unsigned long long)s.pool_fallbacks);
 }
 
+// A run never writes over the model it reads: an output that is, or lies
+// inside, the container is a usage error naming both (the library refuses
+// it too, for the files it writes; this catches it before the model loads).
+// The container's own hotlist (usage.waste, FORMAT.md section 10) is the one
+// file --learn may write there.
+bool outputs_outside_model(const std::string &model, std::initializer_list<std::pair<const char *, std::string>> outs,
+                           const char *cmd) {
+    for (const auto &[opt, path] : outs) {
+        if (path.empty()) continue;
+        const bool learn = std::string(opt) == "--learn";
+        if (std::string why = sluice::output_inside_reason(path, model, "the model", learn ? "usage.waste" : nullptr);
+            !why.empty()) {
+            std::fprintf(stderr, "sluice%s%s: %s: %s\n", *cmd ? " " : "", cmd, opt, why.c_str());
+            return false;
+        }
+    }
+    return true;
+}
+
 // Opens or reports; exit code 1 for a model that cannot be opened.
 sluice_ctx *open_or_report(const std::string &path, const sluice_config &cfg, const Common &c) {
     sluice_ctx *ctx = nullptr;
+    if (!outputs_outside_model(path, {{"--dump-routes", c.dump_routes}, {"--learn", c.learn}}, "")) return nullptr;
     // A Hugging Face folder where a container belongs: say what to do.
     if (std::string hint = sluice::checkpoint_hint(path); !hint.empty()) {
         std::fprintf(stderr, "sluice: %s\n", hint.c_str());
@@ -223,30 +244,11 @@ sluice_ctx *open_metadata(const std::string &path, const Common &c) {
     return open_or_report(path, cfg, c);
 }
 
+// --ids: the one id-list parser (common/parse_number.h), as detokenize.
 bool parse_ids(const std::string &s, std::vector<int32_t> *ids, std::string *err) {
-    size_t i = 0;
-    if (!s.empty() && s.find_last_not_of(" \t") != std::string::npos && s[s.find_last_not_of(" \t")] == ',') {
-        *err = "--ids: '" + s + "' ends with a comma (expected non-negative integers separated by commas)";
-        return false;
-    }
-    while (i < s.size()) {
-        size_t j = s.find(',', i);
-        if (j == std::string::npos) j = s.size();
-        std::string tok = s.substr(i, j - i);
-        tok.erase(0, tok.find_first_not_of(" \t"));
-        tok.erase(tok.find_last_not_of(" \t") + 1);
-        if (tok.empty() || tok.find_first_not_of("0123456789") != std::string::npos || tok.size() > 9) {
-            *err = "--ids: '" + tok + "' is not a token id (expected non-negative integers separated by commas)";
-            return false;
-        }
-        ids->push_back((int32_t)std::stol(tok));
-        i = j + 1;
-    }
-    if (ids->empty()) {
-        *err = "--ids: no token ids given";
-        return false;
-    }
-    return true;
+    if (sluice::parse_id_list(s, ids, err)) return true;
+    *err = "--ids: " + *err + " (expected non-negative integers separated by commas)";
+    return false;
 }
 
 int cmd_info(const std::string &model, const Common &c, bool json, bool fingerprint) {
@@ -299,18 +301,13 @@ int cmd_info(const std::string &model, const Common &c, bool json, bool fingerpr
     return 0;
 }
 
-bool write_f32(const std::string &path, const std::vector<float> &v) {
+bool write_f32(const std::string &path, const std::vector<float> &v, std::string *err) {
     // Write to a temporary name and rename, so a failure never leaves a
     // partial file that looks complete.
-    if (!sluice::nonregular_output_reason(path).empty()) return false;
-    std::string tmp = path + ".tmp";
-    FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return false;
-    bool ok = std::fwrite(v.data(), 4, v.size(), f) == v.size();
-    ok = (std::fclose(f) == 0) && ok;
-    if (ok) ok = std::rename(tmp.c_str(), path.c_str()) == 0;
-    if (!ok) std::remove(tmp.c_str());
-    return ok;
+    sluice::Status st =
+        sluice::write_output_file(path, std::string_view((const char *)v.data(), v.size() * sizeof(float)), false);
+    if (!st) *err = st.message();
+    return st.is_ok();
 }
 
 // --vq4p-ties: the engine's rounding decisions on VQ4P table entries near a
@@ -326,7 +323,13 @@ bool write_vq4p_ties(sluice_ctx *ctx, const std::string &path, std::string *err)
         *err = sluice_last_error(ctx);
         return false;
     }
-    FILE *f = std::fopen(path.c_str(), "w");
+    // Through PATH.tmp and a rename, as every output (common/checked_file.h).
+    sluice::OutputFile out;
+    if (sluice::Status cs = out.create(path); !cs) {
+        *err = cs.message();
+        return false;
+    }
+    FILE *f = out.stream();
     if (!f) {
         *err = "cannot write " + path;
         return false;
@@ -338,8 +341,8 @@ bool write_vq4p_ties(sluice_ctx *ctx, const std::string &path, std::string *err)
     for (const sluice_vq4p_tie &t : v)
         std::fprintf(f, "%d %d %s %d %lld %.9g %d\n", t.layer, t.pos, t.kind >= 0 && t.kind < 3 ? kinds[t.kind] : "?",
                      t.expert, (long long)t.index, (double)t.value, t.q);
-    if (std::fclose(f) != 0) {
-        *err = "cannot write " + path;
+    if (sluice::Status cs = out.commit(false); !cs) {
+        *err = cs.message();
         return false;
     }
     return true;
@@ -353,6 +356,8 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
         std::fprintf(stderr, "sluice logits: %s\n", err.c_str());
         return 2;
     }
+    if (!outputs_outside_model(model, {{"--out", out}, {"--trace", trace_dir}, {"--vq4p-ties", ties_path}}, "logits"))
+        return 2;
     Common cc = c;
     if (!chunked && cc.chunk == 0) cc.chunk = 1;  // token at a time unless --chunked
     sluice_ctx *ctx = open_or_report(model, to_config(cc), c);
@@ -381,8 +386,8 @@ int cmd_logits(const std::string &model, const Common &c, const std::string &ids
     }
     std::vector<float> last(all.end() - V, all.end());
     int rc = 0;
-    if (!out.empty() && !write_f32(out, last)) {
-        std::fprintf(stderr, "sluice logits: cannot write %s\n", out.c_str());
+    if (!out.empty() && !write_f32(out, last, &err)) {
+        std::fprintf(stderr, "sluice logits: --out: %s\n", err.c_str());
         rc = 1;
     }
     if (!ties_path.empty() && !write_vq4p_ties(ctx, ties_path, &err)) {
@@ -649,6 +654,13 @@ int main(int argc, char **argv) {
     // KLD tests drive the same front end in-process; `sluice kld help`.
     if (argc > 1 && std::string(argv[1]) == "kld") return sluice::run_kld(argc - 1, argv + 1);
     if (int hrc; sluice::missing_model_usage(argc, argv, &hrc)) return hrc;
+    // CLI11 prints the version and exits as soon as it sees the flag, so
+    // `--version x` would ignore its junk: the flag stands alone.
+    for (int i = 1; i < argc; i++)
+        if (std::string(argv[i]) == "--version" && argc != 2) {
+            std::fprintf(stderr, "sluice: --version takes no arguments and no other options\n");
+            return 2;
+        }
     CLI::App app{"sluice: run large mixture-of-experts models from a WASTE container"};
     app.set_version_flag("--version", "sluice " SLUICE_VERSION_STRING);
     app.require_subcommand(1);

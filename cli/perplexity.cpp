@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/checked_file.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "sluice/sluice.h"
@@ -36,20 +37,8 @@ namespace {
 constexpr uint64_t kMaxText = 1ull << 30;  // a text file larger than 1 GiB is refused, not read
 
 bool read_text(const std::string &path, std::string *out, std::string *err) {
-    std::ifstream in(path, std::ios::binary | std::ios::ate);
-    if (!in) {
-        *err = path + ": cannot open";
-        return false;
-    }
-    const std::streamoff size = in.tellg();
-    if (size < 0 || (uint64_t)size > kMaxText) {
-        *err = path + ": larger than 1 GiB (or unreadable size)";
-        return false;
-    }
-    out->resize((size_t)size);
-    in.seekg(0);
-    if (!in.read(out->data(), size)) {
-        *err = path + ": short read";
+    if (sluice::Status st = sluice::read_input_file(path, kMaxText, out); !st) {
+        *err = st.message();
         return false;
     }
     return true;

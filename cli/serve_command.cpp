@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/checked_file.h"
 #include "cli/cli_checks.h"
 #include "cli/cli_util.h"
 #include "common/units.h"
@@ -144,8 +145,25 @@ int serve(ServeCommand &s) {
                      s.max_body.c_str());
         return 2;
     }
-    if (s.api_key.empty())
-        if (const char *k = std::getenv("SLUICE_API_KEY")) s.api_key = k;
+    // An empty key would mean "no authentication": `--api-key "$KEY"` with
+    // KEY unset must not start an open server. A key the Authorization
+    // header cannot carry (control bytes, blanks at its ends, which the
+    // header parser trims) would lock every client out: refused too.
+    const bool key_given = s.app->get_option("--api-key")->count() > 0;
+    const char *env_key = std::getenv("SLUICE_API_KEY");
+    if (!key_given && env_key) s.api_key = env_key;
+    if ((key_given || env_key) && s.api_key.empty()) {
+        std::fprintf(stderr, "sluice serve: %s is empty: refusing to start without authentication (omit it to run "
+                             "without a key)\n",
+                     key_given ? "--api-key" : "SLUICE_API_KEY");
+        return 2;
+    }
+    for (unsigned char ch : s.api_key)
+        if (ch < 0x21 || ch == 0x7f) {
+            std::fprintf(stderr, "sluice serve: the API key holds a blank or control character; an Authorization "
+                                 "header cannot carry it\n");
+            return 2;
+        }
 
     // SIGINT/SIGTERM stop the server from a thread of their own (sigwait),
     // not from a handler: stopping takes locks. Block them before any thread
@@ -189,12 +207,14 @@ int serve(ServeCommand &s) {
                                           : SLUICE_BACKEND_AUTO;
     std::vector<sluice::server::ServerOptions::ForcedOutput> forced;
     if (!s.forced_output_file.empty()) {
-        std::ifstream f(s.forced_output_file);
-        std::stringstream ss;
-        ss << f.rdbuf();
+        std::string text;
+        if (sluice::Status rs = sluice::read_input_file(s.forced_output_file, 64u << 20, &text); !rs) {
+            std::fprintf(stderr, "sluice serve: --test-forced-output: %s\n", rs.message().c_str());
+            return 1;
+        }
         try {
             // A string is a whole reply; {"prefix": TEXT} is forced, then the model samples on.
-            for (const auto &v : nlohmann::json::parse(ss.str())) {
+            for (const auto &v : nlohmann::json::parse(text)) {
                 if (v.is_object()) forced.push_back({v.at("prefix").get<std::string>(), true});
                 else forced.push_back({v.get<std::string>(), false});
             }

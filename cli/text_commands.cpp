@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/checked_file.h"
+#include "common/parse_number.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/images.h"
@@ -73,26 +75,11 @@ std::string join_ids(const std::vector<int32_t> &ids) {
 }
 
 // Ids separated by commas and/or whitespace, in one or more arguments.
+// The arguments (or stdin) as one list, through the parser --ids uses.
 bool parse_id_list(const std::vector<std::string> &args, std::vector<int32_t> *ids, std::string *err) {
-    for (const std::string &a : args) {
-        size_t i = 0;
-        while (i < a.size()) {
-            if (a[i] == ',' || std::isspace((unsigned char)a[i])) {
-                i++;
-                continue;
-            }
-            size_t j = i;
-            while (j < a.size() && a[j] != ',' && !std::isspace((unsigned char)a[j])) j++;
-            std::string t = a.substr(i, j - i);
-            if (t.find_first_not_of("0123456789") != std::string::npos || t.size() > 9) {
-                *err = "'" + t + "' is not a token id (expected non-negative integers)";
-                return false;
-            }
-            ids->push_back((int32_t)std::stol(t));
-            i = j;
-        }
-    }
-    return true;
+    std::string all;
+    for (const std::string &a : args) all += a + " ";
+    return sluice::parse_id_list(all, ids, err);
 }
 
 // The prompt from PROMPT, -, --file or a pipe; false (after saying why,
@@ -187,12 +174,11 @@ int cmd_run(RunArgs &a, const TextHooks &h) {
     }
     if (!expand_images(ctx, "run", &prompt)) return finish(1);
     if (!a.json_schema.empty()) {
-        std::ifstream f(a.json_schema, std::ios::binary);
-        if (!f) {
-            std::fprintf(stderr, "sluice run: cannot read the JSON schema file %s\n", a.json_schema.c_str());
+        std::string schema;
+        if (sluice::Status rs = sluice::read_input_file(a.json_schema, 64u << 20, &schema); !rs) {
+            std::fprintf(stderr, "sluice run: --json-schema: %s\n", rs.message().c_str());
             return finish(1);
         }
-        std::string schema((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
         // The output ends at the first end token after a complete value.
         std::vector<int32_t> ends = go.stop_tokens;
         if (sluice_token_eos(ctx) >= 0) ends.push_back(sluice_token_eos(ctx));
@@ -267,13 +253,11 @@ int cmd_eval(EvalArgs &a, const TextHooks &h) {
         sluice_status es = fill_all(rows, 1024, [&](float *o, size_t cap, size_t *n) {
             return sluice_image_embeddings(ctx, o, cap, n);
         });
-        const std::string tmp = a.embeddings_out + ".tmp";
-        FILE *f = es == SLUICE_OK ? std::fopen(tmp.c_str(), "wb") : nullptr;
-        const bool ok = f && std::fwrite(rows.data(), 4, rows.size(), f) == rows.size();
-        if (f && std::fclose(f) != 0) f = nullptr;
-        if (!ok || !f || std::rename(tmp.c_str(), a.embeddings_out.c_str()) != 0) {
-            std::remove(tmp.c_str());
-            std::fprintf(stderr, "sluice eval: cannot write %s\n", a.embeddings_out.c_str());
+        sluice::Status ws = es == SLUICE_OK ? sluice::write_output_file(a.embeddings_out,
+                                                                       std::string_view((const char *)rows.data(), rows.size() * 4), false)
+                                             : sluice::io_error(a.embeddings_out + ": no image embeddings to write");
+        if (!ws) {
+            std::fprintf(stderr, "sluice eval: %s\n", ws.message().c_str());
             return finish(1);
         }
     }

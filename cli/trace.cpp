@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "common/checked_file.h"
 
 namespace sluice {
 
@@ -32,14 +33,30 @@ void TraceWriter::callback(void *user, int layer, const char *stage, int pos, co
     std::copy(x, x + hidden, tw->entries_[it->second].data.begin() + (size_t)pos * hidden);
 }
 
-static bool write_file(const std::string &path, const float *p, size_t n) {
-    FILE *f = std::fopen(path.c_str(), "wb");
-    if (!f) return false;
-    bool ok = std::fwrite(p, 4, n, f) == n;
-    return (std::fclose(f) == 0) && ok;
+// Each file through PATH.tmp and a rename (common/checked_file.h): a FIFO
+// or a link to a device at a stage's name is refused, a symlink is replaced
+// rather than written through, and a failed write leaves no partial file.
+static bool write_file(const std::string &path, const void *p, size_t bytes, std::string *err) {
+    Status st = write_output_file(path, std::string_view(static_cast<const char *>(p), bytes), false);
+    if (!st) *err = st.message();
+    return st.is_ok();
 }
 
 bool TraceWriter::finish(const std::vector<float> &logits, int vocab, const std::string &producer, std::string *err) {
+    // A trace.json from an earlier run would describe the files this one is
+    // replacing; it goes first, and a failure removes what this run wrote,
+    // so a failed trace leaves no partial set that looks complete.
+    std::vector<std::string> written;
+    const std::string index = dir_ + "/trace.json";
+    if (std::string why = nonregular_output_reason(index); !why.empty()) {
+        *err = why;
+        return false;
+    }
+    std::remove(index.c_str());
+    auto undo = [&] {
+        for (const std::string &w : written) std::remove(w.c_str());
+        return false;
+    };
     nlohmann::json j;
     j["producer"] = producer;
     j["hidden"] = hidden_;
@@ -51,26 +68,17 @@ bool TraceWriter::finish(const std::vector<float> &logits, int vocab, const std:
         char name[64];
         if (e.layer < 0) std::snprintf(name, sizeof name, "%s.f32", e.stage.c_str());
         else std::snprintf(name, sizeof name, "L%03d.%s.f32", e.layer, e.stage.c_str());
-        if (!write_file(dir_ + "/" + name, e.data.data(), e.data.size())) {
-            *err = "cannot write " + dir_ + "/" + name;
-            return false;
-        }
+        if (!write_file(dir_ + "/" + name, e.data.data(), e.data.size() * 4, err)) return undo();
+        written.push_back(dir_ + "/" + name);
         stages.push_back({{"layer", e.layer}, {"stage", e.stage}, {"file", name}});
     }
     j["stages"] = stages;
     j["logits"] = "logits.f32";
-    if (!write_file(dir_ + "/logits.f32", logits.data(), logits.size())) {
-        *err = "cannot write " + dir_ + "/logits.f32";
-        return false;
-    }
-    FILE *f = std::fopen((dir_ + "/trace.json").c_str(), "wb");
-    if (!f) {
-        *err = "cannot write " + dir_ + "/trace.json";
-        return false;
-    }
-    std::string s = j.dump(1);
-    bool ok = std::fwrite(s.data(), 1, s.size(), f) == s.size();
-    return (std::fclose(f) == 0) && ok;
+    if (!write_file(dir_ + "/logits.f32", logits.data(), logits.size() * 4, err)) return undo();
+    written.push_back(dir_ + "/logits.f32");
+    // trace.json last: its presence says every file it names is complete.
+    const std::string s = j.dump(1);
+    return write_file(dir_ + "/trace.json", s.data(), s.size(), err) || undo();
 }
 
 }  // namespace sluice

@@ -8,7 +8,7 @@ include(CMakePackageConfigHelpers)
 # The static archive: libsluice.a alone holds only src/api; a user of the
 # installed one must not need our internal library layout, so the archives
 # are merged with an ar MRI script.
-set(_sluice_parts sluice sluice_model sluice_format sluice_quant sluice_runtime sluice_vision sluice_tokenizer
+set(_sluice_parts sluice sluice_model sluice_format sluice_common sluice_quant sluice_runtime sluice_vision sluice_tokenizer
     sluice_sample sluice_grammar sluice_synth sluice_convert)
 set(_mri "CREATE ${CMAKE_BINARY_DIR}/libsluice-bundle.a\n")
 foreach(t ${_sluice_parts})

@@ -3,6 +3,11 @@
 # and libFuzzer, under ASan and UBSan (issue 16).
 #   scripts/fuzz.sh [SECONDS_PER_HARNESS]   (default 30)
 #   ONLY="fuzz_kld fuzz_suite" scripts/fuzz.sh 120   (a subset)
+#   RUNS=1000000 ONLY=fuzz_container scripts/fuzz.sh 86400   (a run of N inputs)
+# The size parsers run with tests/fuzz/extremes.dict (values at and past the
+# bounds, so products overflow), fuzz_container also puts special files (a
+# FIFO, a directory, symlinks to a device or a FIFO) in place of container
+# files, and fuzz_receipt feeds `kld report` receipts (issue 32).
 # Each harness links the few sources it needs (no CMake build). Objects are
 # compiled once into build-fuzz/obj and shared between harnesses, through a
 # generated Makefile (make -j$FUZZ_JOBS, default 2), so adding a harness costs
@@ -31,7 +36,7 @@ ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/mode
   src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/common/cpu_list.cpp src/common/units.cpp src/runtime/mem_status.cpp
   src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp src/vision/config.cpp
   src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
-  src/format/platform_io.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
+  src/format/platform_io.cpp src/common/checked_file.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
   src/format/expert_record.cpp src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
   src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp"
 case "$(uname -m)" in
@@ -48,28 +53,32 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
   src/convert/trunk.cpp src/convert/vq.cpp"
 
 # harness: sources besides tests/fuzz/<harness>.cpp
-FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
+FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/checked_file.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/common/units.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp"
   [fuzz_request]="src/server/request.cpp src/server/chat_request.cpp src/api/schema_check.cpp src/server/xtml_render.cpp
     src/server/pyjson.cpp src/grammar/json_schema.cpp src/grammar/grammar.cpp"
-  [fuzz_hotlist]="src/runtime/hotlist.cpp src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp"
+  [fuzz_hotlist]="src/runtime/hotlist.cpp $FILE_IO"
   [fuzz_expert_record]="src/format/expert_record.cpp src/format/crc32.cpp"
   [fuzz_container]="src/format/container.cpp src/format/manifest.cpp $FILE_IO src/quant/qtensor.cpp $SHA256"
   [fuzz_safetensors]="src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_checkpoint]="src/convert/checkpoint.cpp src/convert/numeric.cpp src/convert/util.cpp
     src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
-    src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp"
+    src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp src/common/checked_file.cpp"
   [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
   [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
+  # Compare receipts as `kld report` and `kld paired --receipts` load them
+  # (issue 32: a receipt whose integrity check failed is refused, never ranked).
+  [fuzz_receipt]="src/kld/report/report.cpp src/kld/report/report_html.cpp src/kld/stats/npstats.cpp
+    src/kld/kld_common.cpp src/format/safetensors.cpp $FILE_IO $SHA256"
   # Session state needs a whole engine (and the generator for its model).
   [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
     src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
-  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"
+  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_receipt fuzz_session"
 
 # The Makefile: one object per source (with -MMD header dependencies), one
 # link per harness.
@@ -126,7 +135,16 @@ fi
 rc=0
 for h in ${ONLY:-$HARNESSES}; do
   echo "== $h: ${SECS}s"
-  if ! ASAN_OPTIONS=detect_leaks=1 "$OUT/$h" -max_total_time="$SECS" -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
+  # Sizes near overflow (issue 32) for the parsers that multiply them.
+  dict=""
+  case "$h" in fuzz_manifest|fuzz_container|fuzz_safetensors|fuzz_checkpoint|fuzz_receipt|fuzz_suite|fuzz_llamakld)
+    dict="-dict=tests/fuzz/extremes.dict" ;;
+  esac
+  # RUNS caps the executions instead of the time (a recorded run of N execs).
+  runs=""
+  [ -n "${RUNS:-}" ] && runs="-runs=$RUNS"
+  # shellcheck disable=SC2086
+  if ! ASAN_OPTIONS=detect_leaks=1 "$OUT/$h" -max_total_time="$SECS" $runs $dict -max_len=262144 -timeout=10 -rss_limit_mb=2048 \
         -print_final_stats=1 -artifact_prefix="$OUT/" "$OUT/corpus-$h" 2>"$OUT/$h.log"; then
     echo "FAIL: $h (see $OUT/$h.log and $OUT/crash-*)"; tail -30 "$OUT/$h.log"; rc=1
   fi

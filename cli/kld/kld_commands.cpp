@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/kld/kld_args.h"
+#include "common/checked_file.h"
 #include "format/safetensors.h"
 #include "kld/io/llamakld.h"
 #include "kld/progress.h"
@@ -174,6 +175,9 @@ Status cmd_inspect(const std::vector<std::string>& files, const Io& io) {
 
 Status cmd_capture(const CaptureArgs& a, const Io& io) {
     if (!io.hooks.open_engine) return err(Code::usage, "--model: this build has no engine hook");
+    // The capture's manifest.json would replace the model's own.
+    if (std::string why = ::sluice::output_inside_reason(a.out, a.model, "the model (--model)"); !why.empty())
+        return err(Code::usage, "--out: " + why);
     Suite s;
     SLUICE_TRY(load_suite(a.suite, SuiteCheck{}, &s));
     std::vector<int> pos;
@@ -254,8 +258,10 @@ Status cmd_paired(const CompareArgs& c, const PairedArgs& a, const Io& io) {
         std::string t;
         SLUICE_TRY(read_file(a.receipts[0], &t));
         SLUICE_TRY(parse_json(t, a.receipts[0], &ra));
+        SLUICE_TRY(refuse_failed_integrity(ra, a.receipts[0]));
         SLUICE_TRY(read_file(a.receipts[1], &t));
         SLUICE_TRY(parse_json(t, a.receipts[1], &rb));
+        SLUICE_TRY(refuse_failed_integrity(rb, a.receipts[1]));
         SLUICE_TRY(run_paired_receipts(ra, rb, po, &r, &text));
     } else {
         if (c.suite.empty() || c.reference.empty() || a.a.empty() || a.b.empty())

@@ -18,7 +18,7 @@
 
 #include "api/ctx.h"
 #include "api/fingerprint.h"
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "model/engine.h"
 #include "runtime/cache_replay.h"
 #include "runtime/disk_probe.h"
@@ -300,12 +300,18 @@ sluice_status sluice_route_dump(sluice_ctx *ctx, const char *path) {
     ctx->engine.record_routes(false);
     if (!path) return SLUICE_OK;
     if (!*path) return fail(ctx, SLUICE_E_ARG, "sluice_route_dump: path is empty");
-    // Never a FIFO or device (an open for writing would block or worse).
-    if (std::string why = sluice::nonregular_output_reason(path); !why.empty())
+    // Never inside the model, never a FIFO or device (an open for writing
+    // would block or worse), never through a symlink.
+    if (std::string why = sluice::output_inside_reason(path, ctx->engine.container().dir(), "the model"); !why.empty())
         return fail(ctx, SLUICE_E_IO, "sluice_route_dump: " + why);
-    ctx->route_file = std::fopen(path, "w");
-    if (!ctx->route_file)
+    int fd = -1;
+    if (sluice::Status cs = sluice::create_output_in_place(path, &fd); !cs)
+        return fail(ctx, SLUICE_E_IO, "sluice_route_dump: " + cs.message());
+    ctx->route_file = ::fdopen(fd, "w");
+    if (!ctx->route_file) {
+        ::close(fd);
         return fail(ctx, SLUICE_E_IO, std::string("sluice_route_dump: cannot create ") + path + ": " + std::strerror(errno));
+    }
     ctx->route_path = path;
     ctx->engine.record_routes(true);
     return SLUICE_OK;

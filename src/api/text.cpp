@@ -46,9 +46,12 @@ namespace tok = sluice::tok;
 
 using sluice::api::fail;
 
+// Anything at the name counts as present: a FIFO, directory or dangling
+// link where chat.json belongs must be a named error from the checked read,
+// not a silent fall-back to the built-in chat format.
 bool file_exists(const std::string &p) {
     struct stat sb;
-    return ::stat(p.c_str(), &sb) == 0 && S_ISREG(sb.st_mode);
+    return ::lstat(p.c_str(), &sb) == 0;
 }
 
 // Loads the tokenizer on first use. Returns the status to report.

@@ -1,5 +1,6 @@
 // Orchestration of `sluice convert`: plan, resume state, layers, trunk,
 // codebooks, side files, and manifest.json last as the commit point.
+#include "common/checked_file.h"
 #include "convert/convert.h"
 
 #include <sys/stat.h>
@@ -170,9 +171,11 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     const int jobs = resolve_jobs(opt.jobs);
     {
         // --force clears the output of our file names: never let that be the source.
-        std::error_code ec;
-        if (fs::exists(opt.output_dir, ec) && fs::equivalent(opt.source_dir, opt.output_dir, ec)) {
-            *err = "output directory is the source directory";
+        // Nor anything inside it (compared by device and inode: links and
+        // ".." do not hide it).
+        if (std::string why = sluice::output_inside_reason(opt.output_dir, opt.source_dir, "the source checkpoint");
+            !why.empty()) {
+            *err = "output directory " + why;
             return 1;
         }
     }

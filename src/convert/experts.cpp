@@ -108,12 +108,9 @@ bool convert_layer(const Checkpoint& ck, const ModelPlan& mp, const ExpertParams
     //    record lands at e * stride, so thread scheduling cannot move a byte.
     const RecordGeom g = record_geometry(mp.moe_inter, mp.lat, p.S, p.index_bits);
     const std::string bank = dir + "/" + bank_file(layer);
-    const std::string tmp = bank + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        *err = tmp + ": cannot create: " + std::strerror(errno);
-        return false;
-    }
+    std::string tmp;
+    int fd = -1;
+    if (!create_temp(bank, &fd, &tmp, err)) return false;
     std::mutex mu;
     int64_t finished = 0;
     const bool ok = parallel_for(nexp, jobs, [&](int64_t e, std::string* er) {

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "convert/hfconfig.h"
 
 #include <fstream>
@@ -44,12 +45,12 @@ bool load_model_plan(const std::string& dir, const Checkpoint& ck, ModelPlan* p,
     const std::string path = dir + "/config.json";
     ojson raw;
     try {
-        std::ifstream f(path);
-        if (!f) {
-            *err = path + ": cannot open";
+        std::string text;
+        if (sluice::Status rs = sluice::read_input_file(path, 64u << 20, &text); !rs) {
+            *err = rs.message();
             return false;
         }
-        raw = ojson::parse(f);
+        raw = ojson::parse(text);
     } catch (const std::exception& e) {
         *err = path + ": not valid JSON: " + e.what();
         return false;

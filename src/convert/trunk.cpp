@@ -137,12 +137,9 @@ bool plan_trunk(const Checkpoint& ck, const ModelPlan& mp, int trunk_bits, bool 
 
 bool write_trunk(const Checkpoint& ck, const std::vector<TrunkEntry>& plan, uint64_t total, const std::string& dir,
                  int jobs, ProgressSink* sink, std::string* err) {
-    const std::string tmp = dir + "/trunk.bin.tmp";
-    const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        *err = tmp + ": cannot create: " + std::strerror(errno);
-        return false;
-    }
+    std::string tmp;
+    int fd = -1;
+    if (!create_temp(dir + "/trunk.bin", &fd, &tmp, err)) return false;
     // Work items: row chunks of at most ~1M elements, so a huge embedding
     // never needs to be resident at once.
     struct Item { size_t t; int64_t r0, r1; };

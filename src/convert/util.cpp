@@ -10,7 +10,7 @@
 #include <fstream>
 #include <mutex>
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "format/file_sha256.h"
 #include "format/file.h"
 
@@ -88,34 +88,15 @@ bool fsync_and_close(int fd, const std::string& path, std::string* err) {
 }
 
 bool rename_file(const std::string& from, const std::string& to, std::string* err) {
-    if (std::string why = sluice::nonregular_output_reason(to); !why.empty()) {
-        *err = why;
-        return false;
-    }
-    if (::rename(from.c_str(), to.c_str()) != 0) {
-        *err = "rename " + from + " -> " + to + ": " + std::strerror(errno);
-        return false;
-    }
-    return true;
+    return status_ok(sluice::publish_output_temp(from, to), err);
+}
+
+bool create_temp(const std::string& path, int* fd, std::string* tmp, std::string* err) {
+    return status_ok(sluice::create_output_temp(path, fd, tmp), err);
 }
 
 bool write_file_atomic(const std::string& path, const std::string& data, std::string* err) {
-    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) {
-        *err = why;
-        return false;
-    }
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        *err = tmp + ": cannot create: " + std::strerror(errno);
-        return false;
-    }
-    if (!pwrite_all(fd, data.data(), data.size(), 0, tmp, err)) {
-        ::close(fd);
-        return false;
-    }
-    if (!fsync_and_close(fd, tmp, err)) return false;
-    return rename_file(tmp, path, err);
+    return status_ok(sluice::write_output_file(path, data), err);
 }
 
 int64_t file_size(const std::string& path) {

@@ -30,6 +30,9 @@ inline bool status_ok(const Status& st, std::string* err) {
 
 // Whole-file helpers. All report errors naming the path.
 bool read_file(const std::string& path, std::string* out, std::string* err);  // up to 1 GiB
+// PATH.tmp for a writer that pwrites it (common/checked_file.h: never a FIFO,
+// device or link at either name); rename_file publishes it.
+bool create_temp(const std::string& path, int* fd, std::string* tmp, std::string* err);
 bool write_file_atomic(const std::string& path, const std::string& data, std::string* err);
 bool pwrite_all(int fd, const void* p, uint64_t n, uint64_t off, const std::string& path, std::string* err);
 bool fsync_and_close(int fd, const std::string& path, std::string* err);

@@ -1,6 +1,9 @@
 #include "format/container.h"
+#include "common/checked_math.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "format/file_sha256.h"
 #include "format/f16.h"
@@ -34,8 +37,17 @@ Status Container::open(const std::string &dir) {
     SLUICE_TRY(cb.open_read(dir_ + "/codebooks.bin"));
     n_books_ = (int64_t)(cb.size() / (uint64_t)rec);
     if (n_books_ > (1 << 20)) return format_error(cb.path() + ": more than 2^20 codebook records");
-    std::vector<uint8_t> raw((size_t)(n_books_ * rec));
+    // The whole file in one read (the records, then a tail shorter than one
+    // record): --verify hashes these very bytes, so a codebooks.bin changed
+    // between the check and the load cannot pass (issue 32).
+    std::vector<uint8_t> raw((size_t)cb.size());
     if (!raw.empty()) SLUICE_TRY(cb.pread_all(raw.data(), raw.size(), 0));
+    if (!man_.codebooks_sha256.empty()) {
+        Sha256 h;
+        h.update(raw.data(), raw.size());
+        codebooks_sha256_ = h.hex();
+    }
+    raw.resize((size_t)(n_books_ * rec));
     book_entries_ = eq.index_bits == 8 ? 256 : eq.entries;
     books_.assign((size_t)(n_books_ * book_entries_ * 8), 0.0f);
     for (int64_t b = 0; b < n_books_; b++) {
@@ -74,13 +86,74 @@ Status Container::open(const std::string &dir) {
     return Status::ok();
 }
 
+// One pass over trunk.bin through the descriptor every trunk read uses: the
+// whole-file digest, and one per tensor payload / scale range (the ranges
+// load_entry reads), each updated with its slice of every chunk.
+Status Container::hash_trunk(std::string *hex) const {
+    struct Range {
+        uint64_t start, len;
+        std::unique_ptr<Sha256> h;
+    };
+    std::vector<Range> ranges;
+    for (const TrunkEntry &e : man_.trunk) {
+        QTensor q;
+        if (!describe_entry(e, nullptr, &q).is_ok()) continue;  // its load fails on its own
+        ranges.push_back({e.off, (uint64_t)q.rows * (uint64_t)q.rowbytes, std::make_unique<Sha256>()});
+        if (q.fmt != QFmt::F32)
+            ranges.push_back({e.scale_off, 2ull * (uint64_t)q.rows * (uint64_t)q.ng, std::make_unique<Sha256>()});
+    }
+    std::sort(ranges.begin(), ranges.end(), [](const Range &a, const Range &b) { return a.start < b.start; });
+    Sha256 whole;
+    std::vector<uint8_t> buf((size_t)std::min<uint64_t>(1 << 20, std::max<uint64_t>(trunk_.size(), 1)));
+    std::vector<Range *> active;
+    size_t next = 0;
+    for (uint64_t off = 0; off < trunk_.size();) {
+        const size_t n = (size_t)std::min<uint64_t>(buf.size(), trunk_.size() - off);
+        SLUICE_TRY(trunk_.pread_all(buf.data(), n, off));
+        whole.update(buf.data(), n);
+        const uint64_t end = off + n;
+        while (next < ranges.size() && ranges[next].start < end) active.push_back(&ranges[next++]);
+        for (size_t i = 0; i < active.size();) {
+            Range &r = *active[i];
+            const uint64_t a = std::max(r.start, off), b = std::min(r.start + r.len, end);
+            if (a < b) r.h->update(buf.data() + (a - off), (size_t)(b - a));
+            if (r.start + r.len <= end) {
+                active[i] = active.back();
+                active.pop_back();
+            } else {
+                i++;
+            }
+        }
+        off = end;
+    }
+    *hex = whole.hex();
+    trunk_ranges_.clear();
+    for (Range &r : ranges) trunk_ranges_[{r.start, r.len}] = r.h->hex();
+    return Status::ok();
+}
+
+Status Container::check_loaded(const std::string &what, uint64_t off, const void *p, uint64_t n) const {
+    if (trunk_ranges_.empty()) return Status::ok();
+    auto it = trunk_ranges_.find({off, n});
+    if (it == trunk_ranges_.end()) return Status::ok();
+    Sha256 h;
+    h.update(p, (size_t)n);
+    if (h.hex() != it->second)
+        return format_error(trunk_.path() + ": " + what + " [" + std::to_string(off) + ", +" + std::to_string(n) +
+                            ") changed after its SHA-256 check (the bytes loaded are not the bytes checked)");
+    return Status::ok();
+}
+
 Status Container::check_integrity() const {
     const std::pair<std::string, const std::string *> files[] = {{"trunk.bin", &man_.trunk_sha256},
                                                                  {"codebooks.bin", &man_.codebooks_sha256}};
     for (const auto &[name, want] : files) {
         if (want->empty()) continue;
-        std::string got;
-        SLUICE_TRY(sha256_file(dir_ + "/" + name, &got));
+        // The bytes the container reads: codebooks.bin as decoded at open,
+        // trunk.bin through the descriptor every trunk read uses (not a
+        // second open of the path, which a rename could swap).
+        std::string got = name == "codebooks.bin" ? codebooks_sha256_ : std::string();
+        if (name == "trunk.bin") SLUICE_TRY(hash_trunk(&got));
         if (got != *want)
             return format_error(dir_ + "/" + name + ": SHA-256 " + got + " differs from manifest.json integrity." +
                                 (name == "trunk.bin" ? "trunk_sha256 " : "codebooks_sha256 ") + *want +
@@ -135,7 +208,8 @@ Status Container::describe_entry(const TrunkEntry &entry, const std::vector<int6
     t.shape = e->shape;
     t.cols = e->shape.back();
     t.rows = 1;
-    for (size_t i = 0; i + 1 < e->shape.size(); i++) t.rows *= e->shape[i];
+    for (size_t i = 0; i + 1 < e->shape.size(); i++)
+        if (!checked_mul<int64_t>(t.rows, e->shape[i], &t.rows)) return format_error(where + " is too large");
     if (t.rows > ((int64_t)1 << 40) / t.cols) return format_error(where + " is too large");
     if (t.fmt != QFmt::F32) {
         if (e->group % 8 != 0 || e->group > 4096)
@@ -184,9 +258,11 @@ Status Container::load_entry(const TrunkEntry &entry, const std::vector<int64_t>
     t.data = aligned_alloc_bytes(payload);
     if (!t.data) return Status(SLUICE_E_NOMEM, "cannot allocate " + std::to_string(payload) + " bytes for " + t.name);
     SLUICE_TRY(trunk_.pread_all(t.data.get(), payload, e->off));
+    SLUICE_TRY(check_loaded("tensor '" + t.name + "'", e->off, t.data.get(), payload));
     if (t.fmt != QFmt::F32) {
         std::vector<uint8_t> raw((size_t)(2 * t.rows * t.ng));
         SLUICE_TRY(trunk_.pread_all(raw.data(), raw.size(), e->scale_off));
+        SLUICE_TRY(check_loaded("the scales of tensor '" + t.name + "'", e->scale_off, raw.data(), raw.size()));
         t.scales.resize((size_t)(t.rows * t.ng));
         for (size_t i = 0; i < t.scales.size(); i++) t.scales[i] = f16_scale(rd16(raw.data() + 2 * i));
     }

@@ -27,7 +27,12 @@ public:
     const ModelConfig &config() const { return man_.cfg; }
     const std::string &dir() const { return dir_; }
     // Hashes trunk.bin and codebooks.bin against the manifest's integrity
-    // checksums, when it carries them (--verify); a no-op otherwise.
+    // checksums, when it carries them (--verify); a no-op otherwise. The
+    // checked bytes are the loaded bytes: codebooks.bin is hashed from the
+    // buffer decoded at open; in the trunk pass each tensor's payload and
+    // scales get a digest of their own, which load_entry then compares with
+    // what it reads, so a trunk.bin changed between the check and the load
+    // is refused, not loaded.
     Status check_integrity() const;
 
     // Looks a tensor up by its name without the prefix. nullptr if absent.
@@ -66,6 +71,7 @@ public:
 
 private:
     Status check_entry(const TrunkEntry &e, const std::string &name) const;
+    Status hash_trunk(std::string *hex) const;
 
     std::string dir_;
     Manifest man_;
@@ -73,6 +79,11 @@ private:
     std::unordered_map<std::string, size_t> by_name_;
     std::vector<float> books_;
     int64_t n_books_ = 0;
+    std::string codebooks_sha256_;  // of the bytes decoded at open (when the manifest records one)
+    // (offset, length) -> SHA-256 of that trunk.bin range as hashed by
+    // check_integrity; empty until it ran.
+    mutable std::map<std::pair<uint64_t, uint64_t>, std::string> trunk_ranges_;
+    Status check_loaded(const std::string &what, uint64_t off, const void *p, uint64_t n) const;
     int book_entries_ = 256;
     std::map<int, File> banks_;
 };

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "format/file.h"
 
 #include "format/io_fault.h"
@@ -38,13 +39,7 @@ Status File::open_read(const std::string &path, bool direct) {
     fd_ = platform::open_read(path.c_str(), direct, O_NONBLOCK);
     if (fd_ < 0) return io_error(path + ": cannot open: " + std::strerror(errno));
     direct_ = direct;
-    struct stat st;
-    if (fstat(fd_, &st) != 0) return io_error(path + ": cannot stat: " + std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) return io_error(path + ": not a regular file");
-    if (fcntl(fd_, F_SETFL, fcntl(fd_, F_GETFL) & ~O_NONBLOCK) != 0)
-        return io_error(path + ": cannot clear O_NONBLOCK: " + std::strerror(errno));
-    size_ = (uint64_t)st.st_size;
-    return Status::ok();
+    return check_input_fd(fd_, path, &size_);
 }
 
 Status File::pread_all(void *buf, size_t n, uint64_t off) const {

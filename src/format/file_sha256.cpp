@@ -10,6 +10,11 @@ namespace sluice {
 Status sha256_file(const std::string &path, std::string *hex, uint64_t *size) {
     File f;
     SLUICE_TRY(f.open_read(path));
+    if (size) *size = f.size();
+    return sha256_open_file(f, hex);
+}
+
+Status sha256_open_file(const File &f, std::string *hex) {
     Sha256 h;
     // No bigger than the file: a fixed 1 MiB buffer, zeroed on every call,
     // was most of the time of loading a session state (which hashes the
@@ -22,7 +27,6 @@ Status sha256_file(const std::string &path, std::string *hex, uint64_t *size) {
         off += n;
     }
     *hex = h.hex();
-    if (size) *size = f.size();
     return Status::ok();
 }
 

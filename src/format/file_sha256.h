@@ -13,5 +13,8 @@ namespace sluice {
 // Hashes a whole file in reads of at most 1 MiB; *size receives its length
 // if not null.
 Status sha256_file(const std::string &path, std::string *hex, uint64_t *size = nullptr);
+class File;
+// The same through a descriptor already open (the bytes a reader of F sees).
+Status sha256_open_file(const File &f, std::string *hex);
 
 }  // namespace sluice

@@ -1,3 +1,4 @@
+#include "common/checked_math.h"
 #include "format/manifest.h"
 
 #include <cmath>
@@ -285,11 +286,10 @@ Status parse_trunk(const json &root, Reader &r, Manifest *m) {
             if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > (1 << 26))
                 return format_error(r.where + ": " + p + "shape has a dimension outside [1, 2^26]");
             e.shape.push_back(d.get<int64_t>());
-            // Each factor <= 2^26 and the running product <= 2^40, so this
-            // never overflows; 2^40 elements bounds every size computed from
-            // the shape later (memory plan, row geometry).
-            numel *= d.get<int64_t>();
-            if (numel > ((int64_t)1 << 40))
+            // Checked at every step (four factors of 2^26 overflow int64);
+            // 2^40 elements bounds every size computed from the shape later
+            // (memory plan, row geometry).
+            if (!checked_mul<int64_t>(numel, d.get<int64_t>(), &numel) || numel > ((int64_t)1 << 40))
                 return format_error(r.where + ": " + p + "shape has more than 2^40 elements");
         }
         m->trunk.push_back(std::move(e));

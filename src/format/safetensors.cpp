@@ -11,7 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
+#include "common/checked_math.h"
 #include "common/sha256.h"
 
 namespace sluice::st {
@@ -43,7 +44,7 @@ DType dtype_of(const std::string& s) {
     return DType::OTHER;
 }
 
-bool mul_ovf(uint64_t a, uint64_t b, uint64_t* r) { return __builtin_mul_overflow(a, b, r); }
+bool mul_ovf(uint64_t a, uint64_t b, uint64_t* r) { return !checked_mul<uint64_t>(a, b, r); }  // common/checked_math.h
 
 std::string u(uint64_t v) { return std::to_string(v); }
 
@@ -430,10 +431,9 @@ Status write_safetensors(const std::string& path, const std::map<std::string, st
     std::vector<const TensorOut*> order;
     std::vector<uint64_t> sizes;
     const std::string h = safetensors_header(meta, tensors, align, &order, &sizes);
-    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
-    const std::string tmp = path + ".tmp";
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return io_error(tmp + ": cannot create: " + std::strerror(errno));
+    int fd = -1;
+    std::string tmp;
+    SLUICE_TRY(create_output_temp(path, &fd, &tmp));
     Sha256 sha;
     uint64_t written = 0;
     auto put = [&](const void* p, uint64_t n) -> bool {
@@ -461,11 +461,7 @@ Status write_safetensors(const std::string& path, const std::map<std::string, st
         return io_error(tmp + ": write failed: " + why);
     }
     ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        ::unlink(tmp.c_str());
-        return io_error(path + ": rename failed: " + why);
-    }
+    SLUICE_TRY(publish_output_temp(tmp, path));
     if (sha_hex) *sha_hex = sha.hex();
     if (size_out) *size_out = written;
     return Status::ok();

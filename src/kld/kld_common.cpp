@@ -2,7 +2,7 @@
 
 #include "format/file_sha256.h"
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
 
 #include <charconv>
 #include <cmath>
@@ -72,43 +72,26 @@ Status sha256_file(const std::string& path, std::string* hex, uint64_t* size) {
 }
 
 // ---- files ------------------------------------------------------------
+// Receipts, suite manifests, token files and sources: regular files only (a
+// FIFO must not hang `kld report`), bounded (4 GiB is far above any suite).
 Status read_file(const std::string& path, std::string* out) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return err(Code::io, path + ": cannot open: " + std::strerror(errno));
-    out->clear();
-    char buf[65536];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out->append(buf, n);
-    bool bad = std::ferror(f);
-    std::fclose(f);
-    if (bad) return err(Code::io, path + ": read failed");
-    return {};
+    return from_status(::sluice::read_input_file(path, size_t{1} << 32, out));
 }
 
 Status write_file_atomic(const std::string& path, std::string_view bytes) {
-    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) return err(Code::io, why);
-    std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return err(Code::io, tmp + ": cannot create: " + std::strerror(errno));
-    size_t off = 0;
-    while (off < bytes.size()) {
-        ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-        if (n <= 0) {
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            return err(Code::io, tmp + ": write failed: " + std::strerror(errno));
-        }
-        off += size_t(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        ::unlink(tmp.c_str());
-        return err(Code::io, tmp + ": fsync/close failed");
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        ::unlink(tmp.c_str());
-        return err(Code::io, path + ": rename failed: " + std::strerror(errno));
-    }
-    return {};
+    return from_status(::sluice::write_output_file(path, bytes));
+}
+
+Status refuse_failed_integrity(const json& r, const std::string& path) {
+    if (!r.is_object() || !r.contains("sluice") || !r["sluice"].is_object()) return {};
+    const json& s = r["sluice"];
+    if (!s.contains("integrity")) return {};
+    const json& i = s["integrity"];
+    if (i.is_string() && (i.get<std::string>() == "verified" || i.get<std::string>().rfind("not checked", 0) == 0))
+        return {};
+    return err(Code::identity, path + ": integrity: " + (i.is_string() ? i.get<std::string>() : i.dump()) +
+                                   " (a candidate or reference file did not match its recorded SHA-256): the receipt is "
+                                   "refused, not ranked; rerun `kld compare` on intact files");
 }
 
 bool file_exists(const std::string& path) {

@@ -71,6 +71,12 @@ std::string join_path(const std::string& a, const std::string& b);
 // Removes leftover "*.tmp" files of an interrupted run in dir.
 void remove_tmp_files(const std::string& dir);
 
+// ---- receipts ----------------------------------------------------------
+// A compare receipt whose candidate failed its SHA-256 check (sluice.integrity
+// "failed") measured bytes nobody vouches for: report and paired refuse it
+// (exit 3, identity) naming the receipt, never rank it (docs/KLD.md).
+Status refuse_failed_integrity(const json& receipt, const std::string& path);
+
 // ---- JSON -------------------------------------------------------------
 // Python json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=ascii) + "\n".
 std::string dump_py(const json& j, bool ascii = true);

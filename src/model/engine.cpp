@@ -1,5 +1,7 @@
 #include "model/engine.h"
 
+#include "common/checked_file.h"
+
 #include "runtime/hotlist.h"
 
 #include <sys/mman.h>
@@ -153,6 +155,10 @@ Status Engine::lock_memory() const {
 }
 
 Status Engine::save_usage(const std::string &path) const {
+    // Never over the container's own files; its hotlist (usage.waste,
+    // FORMAT.md section 10) is the one file a run may write there.
+    if (std::string why = output_inside_reason(path, c_.dir(), "the model", "usage.waste"); !why.empty())
+        return io_error(why + " (only its hotlist, usage.waste, may be written there)");
     std::vector<HotEntry> v;
     for (const auto &[le, n] : experts_->usage()) v.push_back({le.first, le.second, n, 0});
     return save_hotlist(path, tokens_evaluated_, v);

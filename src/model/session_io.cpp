@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "format/io_fault.h"
 #include "format/file_sha256.h"
 #include "format/file.h"
@@ -50,12 +50,14 @@ Header make_header(const ModelConfig &c, int pos, const std::string &sha) {
 }  // namespace
 
 Status Engine::save_state(const std::string &path) const {
-    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
+    if (std::string why = output_inside_reason(path, c_.dir(), "the model"); !why.empty()) return io_error(why);
     std::string sha;
     SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
     const Header h = make_header(c_.config(), pos_, sha);
-    const std::string tmp = path + ".tmp";
-    FILE *f = std::fopen(tmp.c_str(), "wb");
+    OutputFile out;
+    SLUICE_TRY(out.create(path));
+    const std::string tmp = out.temp_path();
+    FILE *f = out.stream();
     if (!f) return io_error(path + ": cannot create the state file");
     bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
     for (int L = 0; ok && L < c_.config().n_layers; L++) {
@@ -72,21 +74,13 @@ Status Engine::save_state(const std::string &path) const {
     }
     int werr = ok ? 0 : errno;
     if (ok && (werr = hooked_write_error(tmp)) != 0) ok = false;  // fault injection (tests)
-    if (std::fclose(f) != 0 && ok) {
-        ok = false;
-        werr = errno;
-    }
     // Rename only a complete file, so a failure never leaves a state file
     // that looks valid.
-    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-        ok = false;
-        werr = errno;
-    }
     if (!ok) {
-        std::remove(tmp.c_str());
+        out.discard();
         return io_error(path + ": cannot write the state file" + (werr ? std::string(": ") + std::strerror(werr) : ""));
     }
-    return Status::ok();
+    return out.commit(false);
 }
 
 Status Engine::load_state(const std::string &path) {

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "format/f16.h"
 #include "format/file.h"
 #include "format/io_fault.h"
@@ -29,26 +29,17 @@ Status save_hotlist(const std::string &path, uint64_t clock, const std::vector<H
         put32(o + 8, entries[i].last_seen);
         put32(o + 12, 0);
     }
-    if (std::string why = nonregular_output_reason(path); !why.empty()) return io_error(why);
-    const std::string tmp = path + ".tmp";
-    FILE *f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return io_error(path + ": cannot write the hotlist");
-    bool ok = std::fwrite(buf.data(), 1, buf.size(), f) == buf.size();
+    OutputFile out;
+    SLUICE_TRY(out.create(path));
+    const std::string tmp = out.temp_path();
+    bool ok = out.write(buf.data(), buf.size()).is_ok();
     int werr = ok ? 0 : errno;
     if (ok && (werr = hooked_write_error(tmp)) != 0) ok = false;  // fault injection (tests)
-    if (std::fclose(f) != 0 && ok) {
-        ok = false;
-        werr = errno;
-    }
-    if (ok && std::rename(tmp.c_str(), path.c_str()) != 0) {
-        ok = false;
-        werr = errno;
-    }
     if (!ok) {
-        std::remove(tmp.c_str());
+        out.discard();
         return io_error(path + ": cannot write the hotlist" + (werr ? std::string(": ") + std::strerror(werr) : ""));
     }
-    return Status::ok();
+    return out.commit(false);
 }
 
 Status load_hotlist(const std::string &path, std::vector<HotEntry> *out) {

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "runtime/route_trace.h"
 
 #include <fstream>
@@ -15,8 +16,12 @@ constexpr int64_t kMaxExpert = 1 << 20;
 }  // namespace
 
 Status load_route_trace(const std::string &path, RouteTrace *out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return io_error(path + ": cannot open the routing trace");
+    // Regular file only (a FIFO must not hang `sluice plan --trace`);
+    // bounded at the most lines of the longest length allowed below.
+    std::string text;
+    if (Status rs = read_input_file(path, size_t{1} << 34, &text); !rs)
+        return io_error("the routing trace: " + rs.message());
+    std::istringstream f(text);
     RouteTrace tr;
     tr.path = path;
     std::string line;

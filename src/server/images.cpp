@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "server/images.h"
 
 #include <sys/stat.h>
@@ -80,9 +81,10 @@ bool resolve_one(ContentPart *p, bool allow_local, ApiError *err) {
     if ((uint64_t)sb.st_size > kMaxImageBytes)
         return *err = image_error("image file is larger than " + std::to_string(kMaxImageBytes) + " bytes: " + path),
                false;
-    std::ifstream f(path, std::ios::binary);
-    p->bytes.assign(std::istreambuf_iterator<char>(f), {});
-    if (!f.good() && !f.eof()) return *err = image_error("cannot read image: " + path), false;
+    std::string bytes;
+    if (Status rs = read_input_file(path, kMaxImageBytes, &bytes); !rs)
+        return *err = image_error("cannot read image: " + rs.message()), false;
+    p->bytes = std::move(bytes);
     if (p->bytes.empty()) return *err = image_error("image file is empty: " + path), false;
     return true;
 }

@@ -88,6 +88,9 @@ int fill(const httplib::Server &svr, socket_t sock, std::string *buf, Clock::tim
     }
 }
 
+void drain_after_error(socket_t sock);
+
+// Answers STATUS and ends the exchange (the caller closes the connection).
 void send_status(socket_t sock, int status, const char *reason, const std::string &msg) {
     // The message may quote client bytes: built as JSON, invalid UTF-8 replaced.
     const nlohmann::json j = {{"error", {{"message", msg}, {"type", "invalid_request_error"}, {"code", status}}}};
@@ -101,6 +104,7 @@ void send_status(socket_t sock, int status, const char *reason, const std::strin
         if (w <= 0) break;
         off += (size_t)w;
     }
+    drain_after_error(sock);  // every caller closes the connection next
 }
 
 std::string lower(std::string s) {
@@ -164,12 +168,134 @@ Head scan_head(const std::string &h) {
             have_len = true;
             r.content_length = n;
         } else if (key == "transfer-encoding") {
+            if (lower(v) != "chunked") {
+                r.status = 501;
+                r.error = "Transfer-Encoding '" + (v.size() > 32 ? v.substr(0, 32) + "..." : v) +
+                          "' is not supported (only chunked)";
+                return r;
+            }
             r.chunked = true;
         } else if (key == "expect" && lower(v) == "100-continue") {
             r.expect_continue = true;
         }
     }
+    // Both framings at once is how requests are smuggled past proxies.
+    if (r.chunked && have_len) {
+        r.status = 400;
+        r.error = "both Transfer-Encoding and Content-Length given";
+    }
     return r;
+}
+
+// A bare LF anywhere in the header block (outside the CRLF pairs): the
+// block would never end with CRLF CRLF, so the request would wait out the
+// header deadline; it is answered 400 at once instead.
+bool has_bare_lf(const std::string &buf, size_t end) {
+    for (size_t i = buf.find('\n'); i != std::string::npos && i < end; i = buf.find('\n', i + 1))
+        if (i == 0 || buf[i - 1] != '\r') return true;
+    return false;
+}
+
+// httplib 0.11 percent-decodes header values (detail::parse_header calls
+// decode_url), so "Bearer a%62c" would equal "Bearer abc": one secret with
+// many spellings. Escaping each '%' in the header block hands httplib the
+// raw bytes back after its decoding.
+void keep_headers_raw(std::string *req, size_t head_end) {
+    const size_t start = req->find("\r\n");  // the request line keeps its bytes
+    if (start == std::string::npos) return;
+    std::string out = req->substr(0, start);
+    for (size_t i = start; i < head_end; i++) {
+        out += (*req)[i];
+        if ((*req)[i] == '%') out += "25";
+    }
+    out.append(*req, head_end, std::string::npos);
+    *req = std::move(out);
+}
+
+// Closes after an error answer without losing it: a client still sending a
+// body would get a reset (and lose the response) if the socket closed with
+// its bytes unread. Half-close, then read and drop what comes for a bounded
+// time and amount before the caller closes.
+void drain_after_error(socket_t sock) {
+    ::shutdown(sock, SHUT_WR);
+    const auto deadline = Clock::now() + std::chrono::seconds(2);
+    size_t dropped = 0;
+    char tmp[16384];
+    while (dropped < (64u << 20)) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+        if (left <= 0) break;
+        pollfd pf{sock, POLLIN, 0};
+        const int r = ::poll(&pf, 1, (int)left);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        const ssize_t n = ::recv(sock, tmp, sizeof tmp, 0);
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (n <= 0) break;
+        dropped += (size_t)n;
+    }
+}
+
+// Reads a chunked body (RFC 9112 section 7.1) that starts at buf[pos],
+// filling buf from the socket as needed; the decoded bytes go to *body and
+// *used is where the request ends in buf. 0 = done, 413 = over max, 408 =
+// deadline passed or peer gone, 400 = malformed (*why says how).
+int dechunk(const httplib::Server &svr, socket_t sock, std::string *buf, size_t pos, uint64_t max, Clock::time_point deadline, std::string *body,
+            size_t *used, std::string *why) {
+    // One line ending in CRLF at p; its end in *eol. Lines (sizes,
+    // extensions, trailers) are bounded at 4 KiB.
+    auto line = [&](size_t p, size_t *eol) -> int {
+        for (;;) {
+            *eol = buf->find("\r\n", p);
+            if (*eol != std::string::npos) return 0;
+            if (buf->size() - p > 4096) return *why = "a chunk-size or trailer line over 4 KiB", 400;
+            const int r = fill(svr, sock, buf, deadline);
+            if (r <= 0) return 408;
+        }
+    };
+    for (int trailers = 0;;) {
+        size_t eol;
+        if (int r = line(pos, &eol)) return r;
+        const std::string sz = buf->substr(pos, std::min(buf->find(';', pos), eol) - pos);
+        std::string hex = sz;
+        hex.erase(hex.find_last_not_of(" \t") + 1);
+        if (hex.empty() || hex.size() > 15 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+            return *why = "chunk size '" + hex.substr(0, 32) + "' is not hexadecimal", 400;
+        const uint64_t n = std::stoull(hex, nullptr, 16);
+        pos = eol + 2;
+        if (n == 0) {  // last chunk: trailer lines (ignored), then CRLF
+            for (;;) {
+                if (int r = line(pos, &eol)) return r;
+                const bool end = eol == pos;
+                pos = eol + 2;
+                if (end) break;
+                if (++trailers > 64) return *why = "more than 64 trailer lines", 400;
+            }
+            *used = pos;
+            return 0;
+        }
+        if (n > max || body->size() > max - n) return 413;
+        while (buf->size() < pos + n + 2)
+            if (fill(svr, sock, buf, deadline) <= 0) return 408;
+        if (buf->compare(pos + n, 2, "\r\n") != 0) return *why = "a chunk's data is not followed by CRLF", 400;
+        body->append(*buf, pos, n);
+        pos += n + 2;
+    }
+}
+
+// HEAD (the header block, ending CRLF CRLF) without Transfer-Encoding and
+// Expect, with Content-Length: N.
+std::string framed_with_length(const std::string &head, size_t n, bool drop_expect) {
+    std::string out;
+    size_t p = 0;
+    for (;;) {
+        const size_t e = head.find("\r\n", p);
+        if (e == std::string::npos || e == p) break;
+        const std::string l = head.substr(p, e - p);
+        const std::string k = lower(l.substr(0, l.find(':')));
+        if (p == 0 || (k != "transfer-encoding" && !(drop_expect && k == "expect"))) out += l + "\r\n";
+        p = e + 2;
+    }
+    return out + "Content-Length: " + std::to_string(n) + "\r\n\r\n";
 }
 
 }  // namespace
@@ -214,7 +340,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             bool started = !buf.empty();
             if (started) deadline = t0 + secs(lim_.header_timeout_s);
             while ((hend = buf.find("\r\n\r\n")) == std::string::npos) {
-                if (buf.size() > lim_.max_header_bytes) break;
+                if (buf.size() > lim_.max_header_bytes || has_bare_lf(buf, buf.size())) break;
                 const int r = fill(*this, sock, &buf, deadline);
                 if (r <= 0) break;
                 if (!started) {
@@ -224,6 +350,10 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             }
         }
         if (!leave_idle(it)) break;
+        if (has_bare_lf(buf, hend == std::string::npos ? buf.size() : hend)) {
+            send_status(sock, 400, "Bad Request", "header lines must end with CRLF (a bare LF was sent)");
+            break;
+        }
         if (hend == std::string::npos) {
             if (buf.size() > lim_.max_header_bytes)
                 send_status(sock, 431, "Request Header Fields Too Large", "the request headers exceed 64 KiB");
@@ -238,8 +368,35 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             break;
         }
         if (h.chunked) {
-            send_status(sock, 411, "Length Required", "chunked request bodies are not supported; send Content-Length");
-            break;
+            if (h.expect_continue && buf.size() == hend + 4) {
+                static const char kCont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+                (void)::send(sock, kCont, sizeof kCont - 1, MSG_NOSIGNAL);
+            }
+            std::string body, why;
+            size_t used = 0;
+            const int d = dechunk(*this, sock, &buf, hend + 4, payload_max_length_,
+                                  Clock::now() + secs(lim_.body_timeout_s), &body, &used, &why);
+            if (d != 0) {
+                if (d == 413)
+                    send_status(sock, 413, "Payload Too Large",
+                                "the chunked request body exceeds the limit of " + std::to_string(payload_max_length_));
+                else if (d == 408)
+                    send_status(sock, 408, "Request Timeout", "the request body did not arrive in time");
+                else
+                    send_status(sock, 400, "Bad Request", "malformed chunked body: " + why);
+                break;
+            }
+            // httplib is handed the request as if it had come with a
+            // Content-Length: the same parser, the same limits.
+            std::string req = framed_with_length(head, body.size(), h.expect_continue) + body;
+            buf.erase(0, used);
+            keep_headers_raw(&req, req.size() - body.size());
+            BufferedStream strm(sock, req.data(), req.size(), write_timeout_sec_ > 0 ? write_timeout_sec_ : 1);
+            bool closed = false;
+            const bool last = served + 1 >= keep_alive_max_count_ || !is_running();
+            const bool ok = process_request(strm, last, closed, nullptr);
+            if (!ok || closed || last) break;
+            continue;
         }
         if ((uint64_t)h.content_length > payload_max_length_) {
             send_status(sock, 413, "Payload Too Large",
@@ -274,6 +431,7 @@ bool HttpServer::process_and_close_socket(socket_t sock) {
             const size_t e = lower(head).find("\r\nexpect:");
             if (e != std::string::npos) req.erase(e, req.find("\r\n", e + 2) - e);
         }
+        keep_headers_raw(&req, req.size() - (size_t)h.content_length);
         BufferedStream strm(sock, req.data(), req.size(), write_timeout_sec_ > 0 ? write_timeout_sec_ : 1);
         bool closed = false;
         const bool last = served + 1 >= keep_alive_max_count_ || !is_running();

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "synth/synth.h"
 
 #include <fcntl.h>
@@ -437,13 +438,15 @@ Status run_synth(const SynthOptions &o, const SynthProgress &progress) {
     std::mutex mu;
     Status first_error;
     const std::string tpath = o.out + "/trunk.bin";
-    int tfd = ::open(tpath.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (tfd < 0) return io_error(tpath + ": cannot create: " + std::strerror(errno));
+    // The data files are written in place (the manifest, renamed in last,
+    // is what makes the folder a container); never through a link, a FIFO
+    // or a device at their names (common/checked_file.h).
+    int tfd = -1;
+    SLUICE_TRY(create_output_in_place(tpath, &tfd));
     std::vector<int> bank_fd(moe.size(), -1);
     for (size_t i = 0; i < moe.size(); i++) {
         const std::string p = o.out + "/experts-L" + std::to_string(moe[i]) + ".bin";
-        bank_fd[i] = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (bank_fd[i] < 0) first_error = io_error(p + ": cannot create: " + std::strerror(errno));
+        if (Status cs = create_output_in_place(p, &bank_fd[i]); !cs && first_error.is_ok()) first_error = cs;
     }
     const size_t n_items = trunk.size() + moe.size() * (size_t)((o.experts + 15) / 16);
     uint64_t done_bytes = 0;
@@ -532,23 +535,11 @@ Status run_synth(const SynthOptions &o, const SynthProgress &progress) {
                     auto r = cv::codebook_record((uint32_t)(j * 3 * S + k * S + s), ent, E);
                     cb.append(reinterpret_cast<const char *>(r.data()), r.size());
                 }
-        int fd = ::open((o.out + "/codebooks.bin").c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-        if (fd < 0) return io_error(o.out + "/codebooks.bin: cannot create");
-        Status st = pwrite_all(fd, cb.data(), cb.size(), 0, o.out + "/codebooks.bin");
-        ::close(fd);
-        SLUICE_TRY(st);
+        SLUICE_TRY(write_output_file(o.out + "/codebooks.bin", cb, false));
     }
 
     const std::string text = manifest_text(o, lay);
-    const std::string tmp = o.out + "/manifest.json.tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return io_error(tmp + ": cannot create");
-    Status st = pwrite_all(fd, text.data(), text.size(), 0, tmp);
-    ::close(fd);
-    SLUICE_TRY(st);
-    if (std::rename(tmp.c_str(), (o.out + "/manifest.json").c_str()) != 0)
-        return io_error(o.out + "/manifest.json: cannot rename into place");
-    return Status::ok();
+    return write_output_file(o.out + "/manifest.json", text, false);
 }
 
 }  // namespace sluice

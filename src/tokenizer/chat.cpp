@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include <nlohmann/json.hpp>
+#include "common/checked_file.h"
 
 namespace sluice::tok {
 namespace {
@@ -122,11 +123,9 @@ Result<ChatFormat> parse_chat_json(std::string_view text, std::string_view name)
 }
 
 Result<ChatFormat> load_chat_json(const std::string &path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status(io_error("cannot open " + path + ": " + std::strerror(errno)));
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return parse_chat_json(ss.str(), path);
+    std::string text;
+    if (Status st = read_input_file(path, 64u << 20, &text); !st) return st;
+    return parse_chat_json(text, path);
 }
 
 std::vector<Segment> chat_segments(const ChatFormat &fmt, std::span<const Message> messages, bool add_open) {

@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/checked_file.h"
 #include "tokenizer/impl.h"
 
 namespace sluice::tok {
@@ -22,15 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-Status read_file(const std::string &path, std::string &out) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) return io_error("cannot open " + path + ": " + std::strerror(errno));
-    std::ostringstream ss;
-    ss << f.rdbuf();
-    if (f.bad()) return io_error("cannot read " + path + ": " + std::strerror(errno));
-    out = std::move(ss).str();
-    return Status::ok();
-}
+// A container's side files: a FIFO or device in their place must not hang
+// the open (common/checked_file.h); 256 MiB is far above any tokenizer.
+Status read_file(const std::string &path, std::string &out) { return read_input_file(path, 256u << 20, &out); }
 
 std::string printable(std::string_view s, size_t max = 40) {
     std::string r;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "format/file_sha256.h"
+#include "format/io_fault.h"
 #include "fixtures_util.h"
 #include "sluice/sluice.h"
 
@@ -301,6 +302,65 @@ TEST_F(BadInput, TrunkShapeProductOverflow) {
     sluice_memory_plan p;
     char err[512] = {0};
     EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT) << err;
+}
+
+// Every dimension inside [1, 2^26] and the running product at 2^40 before
+// the last factor: 2^20 x 2^20 x 2^26 = 2^66 overflowed int64 (UBSan abort;
+// a Release build wrapped past the bound and `info` printed figures).
+TEST_F(BadInput, TrunkShapeProductPastInt64IsRefused) {
+    for (const std::vector<int64_t> &shape : {std::vector<int64_t>{1 << 20, 1 << 20, 1 << 26},
+                                              std::vector<int64_t>{1 << 26, 1 << 14, 1 << 26, 1 << 26},
+                                              std::vector<int64_t>{1, 1 << 26, 1 << 14, 1 << 26}}) {
+        std::string c = copy("kimi-linear-tiny");
+        edit_manifest(c, [&](nlohmann::json &j) { j["trunk"][0]["shape"] = shape; });
+        expect_open_error(c, SLUICE_E_FORMAT, {"2^40 elements"});
+        sluice_memory_plan p;
+        char err[512] = {0};
+        EXPECT_EQ(sluice_plan_model(c.c_str(), 0, 0, nullptr, &p, err, sizeof err), SLUICE_E_FORMAT) << err;
+        fs::remove_all(c);
+    }
+}
+
+// Issue 32: --verify hashed trunk.bin with reads of its own, so bytes that
+// changed between the check and the load passed. Each tensor's range now
+// has its digest from the checking pass, compared with the bytes loaded.
+// The hook changes every trunk.bin read but the checking pass (one read of
+// the whole file: the fixture's trunk is under the 1 MiB chunk).
+struct TrunkChangesAfterTheCheck : sluice::IoFaultHook {
+    uint64_t size = 0;
+    ssize_t pread(int fd, const std::string &path, void *buf, size_t n, uint64_t off) override {
+        const ssize_t r = IoFaultHook::pread(fd, path, buf, n, off);
+        const bool trunk = path.size() >= 9 && path.compare(path.size() - 9, 9, "trunk.bin") == 0;
+        if (trunk && r > 0 && !(off == 0 && (uint64_t)r == size)) static_cast<uint8_t *>(buf)[0] ^= 0x5A;
+        return r;
+    }
+};
+
+TEST_F(BadInput, VerifyChecksTheTrunkBytesThatAreLoaded) {
+    std::string c = copy("kimi-linear-tiny");
+    std::string th, ch;
+    ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
+    ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
+    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    ASSERT_LT(fs::file_size(c + "/trunk.bin"), 1u << 20) << "the hook assumes one read for the checking pass";
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.verify_records = 1;
+    sluice_ctx *ctx = nullptr;
+    ASSERT_EQ(sluice_open(c.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
+    sluice_close(ctx);
+    TrunkChangesAfterTheCheck hook;
+    hook.size = fs::file_size(c + "/trunk.bin");
+    sluice::set_io_fault_hook(&hook);
+    ctx = nullptr;
+    const sluice_status st = sluice_open(c.c_str(), &cfg, &ctx);
+    const std::string msg = sluice_last_error(ctx);
+    sluice::set_io_fault_hook(nullptr);
+    std::printf("  open --verify, trunk changed after the check -> %s\n", msg.c_str());
+    EXPECT_EQ(st, SLUICE_E_FORMAT);
+    EXPECT_NE(msg.find("trunk.bin"), std::string::npos);
+    EXPECT_NE(msg.find("changed after its SHA-256 check"), std::string::npos);
+    sluice_close(ctx);
 }
 
 // FIFOs in place of container files: refused, not a hang in open().

@@ -59,6 +59,30 @@ for name in sorted(os.listdir(os.path.join(fix, "warp"))):
     rec0 = bytearray(first)
     struct.pack_into("<H", rec0, 10, 0)
     put("fuzz_container", SEP.join([json.dumps(small).encode(), blob, books, bytes(rec0)]))
+    # Issue 32: dimension extremes, each factor inside its bound where one
+    # exists but the product past int64 (or the bound), and counts at their
+    # limits; the same for the manifest harness.
+    extremes = [[1 << 20, 1 << 20, 1 << 26], [1 << 26] * 4, [1 << 26, 1 << 14, 1 << 26, 1 << 26],
+                [1, 1 << 26, 1 << 14, 1 << 26], [(1 << 31) - 1, (1 << 31) - 1], [(1 << 63) - 1], [0, 5], [-1, 8],
+                [1 << 40, 1], [4294967296, 4294967296]]
+    for i, shape in enumerate(extremes):
+        v = json.loads(json.dumps(small))
+        if v["trunk"]:
+            v["trunk"][i % len(v["trunk"])]["shape"] = shape
+        body = json.dumps(v).encode()
+        put("fuzz_container", SEP.join([body, blob, books, bytes(rec0)]))
+        put("fuzz_manifest", body)
+    for key, val in (("hidden_size", (1 << 31) - 1), ("num_experts", 1 << 20), ("moe_intermediate_size", 1 << 26),
+                     ("num_hidden_layers", 100000), ("vocab_size", (1 << 31) - 1), ("num_attention_heads", 1 << 20)):
+        v = json.loads(json.dumps(small))
+        v["config"][key] = val
+        body = json.dumps(v).encode()
+        put("fuzz_container", SEP.join([body, blob, books, bytes(rec0)]))
+        put("fuzz_manifest", body)
+    # Special files in place of each container file: the harness reads the
+    # choice from the input's last byte (b % 8 == 7).
+    for b in (7, 15, 23, 31, 39, 47, 87, 127, 167, 207):
+        put("fuzz_container", SEP.join([json.dumps(small).encode(), blob, books, bytes(rec0) + bytes([b])]))
     cfg = m["config"]
     I, n_in = cfg["moe_intermediate_size"], cfg["hidden_size"]
     geo = struct.pack("<HHBBBBHHHH", I // 8 - 1, n_in // 8 - 1, eq["stages"] - 1, 1 if eq.get("index_bits", 8) == 6 else 0,

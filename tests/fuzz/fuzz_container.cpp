@@ -6,6 +6,7 @@
 // described and its first rows read and dequantized, and small entries
 // loaded whole (the trunk tensor rows).
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -32,6 +33,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (rel.empty() || rel[0] == '/' || rel.find("..") != std::string::npos || rel.size() > 200) continue;
             fuzz::put("c.waste/" + rel, part[3]);
         }
+    // Issue 32: one input in eight (chosen by its last byte) puts a special
+    // file where a container file belongs: a FIFO, a directory, a symlink to
+    // a device or to a FIFO. The open must refuse it at once (a FIFO that
+    // blocked would be reported as a timeout).
+    if (size > 0 && data[size - 1] % 8 == 7) {
+        static const char *names[] = {"manifest.json", "trunk.bin", "codebooks.bin", "experts-L1.bin", "experts-L0.bin"};
+        const int pick = (data[size - 1] / 8) % 5, kind = (data[size - 1] / 40) % 4;
+        const std::string f = dir + "/" + names[pick];
+        std::filesystem::remove(f, ec);
+        if (kind == 0) (void)::mkfifo(f.c_str(), 0600);
+        else if (kind == 1) std::filesystem::create_directory(f, ec);
+        else if (kind == 2) std::filesystem::create_symlink("/dev/zero", f, ec);
+        else {
+            (void)::mkfifo((f + ".fifo").c_str(), 0600);
+            std::filesystem::create_symlink(f + ".fifo", f, ec);
+        }
+    }
     sluice::Container c;
     if (!c.open(dir).is_ok()) return 0;
     (void)c.check_integrity();

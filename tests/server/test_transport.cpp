@@ -135,8 +135,104 @@ TEST_F(Transport, ContentLengthErrorsArePromptAndNamed) {
     std::printf("  413 after %.3f s\n", t413);
     EXPECT_EQ(statuses(out), std::vector<int>{413}) << out;
     EXPECT_LT(t413, 1.0);
-    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n");
-    EXPECT_EQ(statuses(out), std::vector<int>{411}) << out;
+    // Chunked bodies are read (issue 32): "hello" reaches the route, which
+    // answers 400 for JSON it cannot parse.
+    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "5\r\nhello\r\n0\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
+}
+
+// Issue 32: most clients that stream a body send it chunked; accepted
+// within --max-body, with extensions and trailers, and pipelined after.
+TEST_F(Transport, ChunkedBodiesAreAcceptedWithinMaxBody) {
+    ServerOptions o = portless();
+    o.max_body = 4096;
+    start(o);
+    const std::string body = kChat;
+    const std::string a = body.substr(0, 10), b = body.substr(10);
+    auto hex = [](size_t n) {
+        char h[32];
+        std::snprintf(h, sizeof h, "%zx", n);
+        return std::string(h);
+    };
+    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                             "Transfer-Encoding: chunked\r\n";
+    std::string out = exchange(head + "\r\n" + hex(a.size()) + ";ext=1\r\n" + a + "\r\n" + hex(b.size()) + "\r\n" + b +
+                               "\r\n0\r\nX-Trailer: t\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+    EXPECT_EQ(statuses(out), (std::vector<int>{200, 200})) << out;
+    EXPECT_NE(out.find("chat.completion"), std::string::npos) << out;
+    // Over --max-body once decoded: 413; malformed sizes: 400; other codings: 501;
+    // both framings at once (request smuggling): 400.
+    out = exchange(head + "\r\n" + hex(5000) + "\r\n" + std::string(5000, 'x') + "\r\n0\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{413}) << out;
+    out = exchange(head + "\r\nzz\r\nhello\r\n0\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
+    out = exchange(head + "\r\n5\r\nhelloXX0\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
+    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{501}) << out;
+    out = exchange("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "5\r\nhello\r\n0\r\n\r\n");
+    EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
+}
+
+// Issue 32: bare LF line endings waited out the header deadline, then 408.
+TEST_F(Transport, BareLfIsAnsweredAtOnce) {
+    start();
+    for (const char *req : {"GET /health HTTP/1.1\nHost: x\n\n", "GET /health HTTP/1.1\r\nHost: x\n\r\n"}) {
+        const auto t0 = Clock::now();
+        const std::string out = exchange(req, 10);
+        const double t = since(t0);
+        std::printf("  bare LF -> %s after %.3f s\n", out.substr(0, 24).c_str(), t);
+        EXPECT_EQ(statuses(out), std::vector<int>{400}) << out;
+        EXPECT_LT(t, 2.0);
+    }
+}
+
+// Issue 32: a 413 from the headers closed the connection with the client's
+// body unread, so a client still sending got a reset instead of the answer.
+TEST_F(Transport, A413ReachesAClientStillSendingItsBody) {
+    ServerOptions o = portless();
+    o.max_body = 1000;
+    start(o);
+    int fd = connect_raw();
+    const std::string head = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 4000000\r\n\r\n";
+    ASSERT_EQ(send(fd, head.data(), head.size(), MSG_NOSIGNAL), (ssize_t)head.size());
+    std::thread sender([fd] {
+        const std::string chunk(65536, 'x');
+        for (int i = 0; i < 16; i++)
+            if (send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) <= 0) break;
+        shutdown(fd, SHUT_WR);
+    });
+    std::string out;
+    char buf[4096];
+    const auto t0 = Clock::now();
+    while (since(t0) < 10) {
+        pollfd pf{fd, POLLIN, 0};
+        if (poll(&pf, 1, 100) <= 0) continue;
+        const ssize_t n = recv(fd, buf, sizeof buf, 0);
+        if (n <= 0) break;
+        out.append(buf, (size_t)n);
+    }
+    sender.join();
+    close(fd);
+    EXPECT_EQ(statuses(out), std::vector<int>{413}) << "got: " << out;
+}
+
+// Issue 32: httplib 0.11 percent-decodes header values; the key is compared
+// as sent, so one secret has one spelling.
+TEST_F(Transport, TheApiKeyIsComparedAsSent) {
+    ServerOptions o = portless();
+    o.api_key = "abc%41";
+    start(o);
+    auto models = [&](const std::string &auth) {
+        return statuses(exchange("GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth +
+                                 "\r\nConnection: close\r\n\r\n"));
+    };
+    EXPECT_EQ(models("Bearer abc%41"), std::vector<int>{200});
+    EXPECT_EQ(models("Bearer abcA"), std::vector<int>{401});
+    EXPECT_EQ(models("Bearer %61bc%41"), std::vector<int>{401});
+    EXPECT_EQ(models("Bearer abc%2541"), std::vector<int>{401});
 }
 
 TEST_F(Transport, SlowHeadersHitTheDeadline) {

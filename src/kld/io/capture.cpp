@@ -6,7 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "common/output_path.h"
+#include "common/checked_file.h"
 #include "kld/io/operand.h"
 #include "format/safetensors.h"
 
@@ -48,10 +48,10 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
     meta["token_ids_json_sha256"] = w.token_hash;
     TensorOut t{"logits", "F32", {uint64_t(rows), uint64_t(V)}, nullptr};
     const std::string hdr = safetensors_header(meta, {t}, opt.align);
-    if (std::string why = sluice::nonregular_output_reason(path); !why.empty()) return err(Code::io, why);
-    const std::string tmp = path + ".tmp";
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0) return err(Code::io, tmp + ": cannot create: " + std::strerror(errno));
+    ::sluice::OutputFile out;
+    if (::sluice::Status st = out.create(path); !st) return from_status(st);
+    const int fd = out.fd();
+    const std::string tmp = out.temp_path();
     Sha256 sha;
     uint64_t written = 0;
     auto put = [&](const void* p, size_t n) -> Status {
@@ -67,8 +67,7 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
         return {};
     };
     auto fail = [&](Status st) {
-        ::close(fd);
-        ::unlink(tmp.c_str());
+        out.discard();
         return st;
     };
     uint8_t lenb[8];
@@ -92,12 +91,7 @@ Status write_window(LogitsEngine* e, const Suite& s, const SuiteWindow& w, const
         prog->add_rows(n);
         prog->add_bytes(uint64_t(n * V) * 4);
     }
-    if (::fsync(fd) != 0) return fail(err(Code::io, tmp + ": fsync failed"));
-    ::close(fd);
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        ::unlink(tmp.c_str());
-        return err(Code::io, path + ": rename failed");
-    }
+    if (::sluice::Status st = out.commit(); !st) return from_status(st);
     *sha_out = sha.hex();
     uint64_t sz = 0;
     SLUICE_TRY(revalidate(path, rows, V, w.token_hash, *sha_out, &sz));  // every file verified when written

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "kld/io/llamakld.h"
 
 #include <algorithm>
@@ -30,14 +31,10 @@ uint64_t kld_expected_size(int64_t n_ctx, int64_t n_vocab, int64_t n_chunk) {
 Status kld_open(const std::string& path, KldFile* out) {
     KldFile f;
     f.path = path;
-    // O_NONBLOCK so a FIFO is refused by the fstat below instead of blocking.
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return err(Code::io, path + ": cannot open: " + std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        ::close(fd);
-        return err(Code::io, path + ": not a regular file");
-    }
+    // A FIFO is refused instead of blocking (common/checked_file.h).
+    int fd = -1;
+    uint64_t fsize = 0;
+    if (::sluice::Status s = ::sluice::open_input_file(path, &fd, &fsize); !s) return from_status(s);
     char hdr[20];
     ssize_t n = ::pread(fd, hdr, 20, 0);
     if (n != 20) {
@@ -63,9 +60,9 @@ Status kld_open(const std::string& path, KldFile* out) {
                                      std::to_string(f.n_vocab) + ", n_chunk " + std::to_string(f.n_chunk) +
                                      " describe a file over 2^64 bytes");
     }
-    if (uint64_t(st.st_size) != want) {
+    if (fsize != want) {
         ::close(fd);
-        return err(Code::format, path + ": file size " + std::to_string(st.st_size) + " != " + std::to_string(want) +
+        return err(Code::format, path + ": file size " + std::to_string(fsize) + " != " + std::to_string(want) +
                                      " from the header (n_ctx " + std::to_string(f.n_ctx) + ", n_vocab " +
                                      std::to_string(f.n_vocab) + ", n_chunk " + std::to_string(f.n_chunk) + ")");
     }
@@ -87,8 +84,8 @@ Status kld_read_row(const KldFile& f, int chunk, int j, std::vector<uint16_t>* r
     const size_t nv = size_t(f.row_u16());
     row->resize(nv);
     const uint64_t off = f.rows_offset + (uint64_t(chunk) * uint64_t(S) + uint64_t(j - j0)) * nv * 2;
-    int fd = ::open(f.path.c_str(), O_RDONLY);
-    if (fd < 0) return err(Code::io, f.path + ": cannot open");
+    int fd = -1;
+    if (::sluice::Status s = ::sluice::open_input_file(f.path, &fd); !s) return from_status(s);
     ssize_t n = ::pread(fd, row->data(), nv * 2, off_t(off));
     ::close(fd);
     if (n != ssize_t(nv * 2)) return err(Code::io, f.path + ": short row read");

@@ -1,3 +1,4 @@
+#include "common/checked_file.h"
 #include "kld/io/readahead.h"
 
 #include <algorithm>
@@ -90,14 +91,17 @@ Status ReadAhead::open(const std::string& path, uint64_t begin, uint64_t end, co
     if (o_.readers <= 0) o_.readers = o.mode == IoMode::direct ? 2 : 1;
     mode_ = o.mode;
     if (mode_ == IoMode::direct) {
-        fd_ = platform::open_read(path.c_str(), true);
+        // O_NONBLOCK until the fd is known to be a regular file: a FIFO
+        // in a candidate's place must not hang the open.
+        fd_ = platform::open_read(path.c_str(), true, O_NONBLOCK);
         if (fd_ < 0 && errno == EINVAL) mode_ = IoMode::buffered;  // e.g. tmpfs: no O_DIRECT
+        if (fd_ >= 0) {
+            if (::sluice::Status st = ::sluice::check_input_fd(fd_, path, &size_); !st) return from_status(st);
+        }
     }
-    if (fd_ < 0) fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) return err(Code::io, path + ": cannot open: " + std::strerror(errno));
-    struct stat st;
-    if (::fstat(fd_, &st) != 0) return err(Code::io, path + ": cannot stat: " + std::strerror(errno));
-    size_ = uint64_t(st.st_size);
+    if (fd_ < 0) {
+        if (::sluice::Status st = ::sluice::open_input_file(path, &fd_, &size_); !st) return from_status(st);
+    }
     if (begin > end || end > size_) return err(Code::io, path + ": range past the end of the file");
     pos_ = begin;
     end_ = end;

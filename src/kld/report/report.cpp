@@ -106,6 +106,7 @@ Status load_receipt(const ReportInput& in, Loaded* L) {
     SLUICE_TRY(read_file(in.receipt, &text));
     SLUICE_TRY(parse_json_py(text, in.receipt, &L->r));
     SLUICE_TRY(check_receipt(in.receipt, L->r));
+    SLUICE_TRY(refuse_failed_integrity(L->r, in.receipt));
     const json& r = L->r;
     ReportCandidate& c = L->c;
     c.receipt_path = in.receipt;
