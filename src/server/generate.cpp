@@ -181,14 +181,17 @@ bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt,
 // with the prompt, never all of it (the last prompt token is evaluated for
 // its logits): *kept is its length, 0 after a reset. Not for a prompt with
 // images (a pad token's id does not say which image row it takes) nor for
-// echo with logprobs (every prompt token is scored).
+// echo with logprobs (every prompt token is scored). *reusable: the model
+// can rewind and this request takes part.
 bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, bool images, size_t *kept,
-                  ApiError *err) {
+                  bool *reusable, ApiError *err) {
     std::string e;
     *kept = 0;
+    *reusable = false;
     if (req.cache_prompt && !images && !(req.echo && req.logprobs)) {
         std::vector<int32_t> have;
         if (m.session_tokens(&have)) {
+            *reusable = true;
             size_t k = 0;
             const size_t most = std::min(have.size(), prompt.size() - 1);
             while (k < most && have[k] == prompt[k]) k++;
@@ -203,13 +206,24 @@ bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &p
 
 // Evaluates the prompt from position `from` (the tokens before it are the
 // reused prefix), scoring every token when echo + logprobs ask for it
-// (then from is 0). logits receives the next-token logits.
-bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, size_t from, GenObserver &obs,
-                 PromptInfo *info, std::vector<float> *logits, ApiError *err) {
+// (then from is 0). logits receives the next-token logits. checkpoint: the
+// state before the prompt's last token is kept (Model::checkpoint): a
+// resent prompt (n > 1, a retry) keeps all but its last token, and the next
+// turn of a conversation goes on from there with one token evaluated again.
+bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, size_t from, bool checkpoint,
+                 GenObserver &obs, PromptInfo *info, std::vector<float> *logits, ApiError *err) {
     std::string e;
     const int32_t V = m.vocab();
     if (!(req.echo && req.logprobs)) {
-        if (!m.eval(prompt.data() + from, prompt.size() - from, logits->data(), &e))
+        size_t at = from;
+        if (checkpoint && prompt.size() - at > 1) {
+            // The split changes no number: a chunk computes what single steps compute.
+            if (!m.eval(prompt.data() + at, prompt.size() - 1 - at, nullptr, &e))
+                return *err = server_error("evaluation failed: " + e), false;
+            at = prompt.size() - 1;
+        }
+        if (checkpoint) m.checkpoint();
+        if (!m.eval(prompt.data() + at, prompt.size() - at, logits->data(), &e))
             return *err = server_error("evaluation failed: " + e), false;
         return true;
     }
@@ -345,7 +359,8 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     std::string e;
     const bool images = req.kind == Endpoint::chat && request_has_images(req);
     size_t cached = 0;
-    if (!reuse_prefix(m, req, prompt, images, &cached, err)) return false;
+    bool reusable = false;
+    if (!reuse_prefix(m, req, prompt, images, &cached, &reusable, err)) return false;
     const int32_t V = m.vocab();
     std::vector<float> logits((size_t)V), lp;
     std::vector<int32_t> order;
@@ -356,10 +371,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             for (int32_t id : prompt) info.text += m.token_bytes(id);
         else info.text = req.prompt_text;
     }
-    if (!eval_prompt(m, req, prompt, cached, obs, &info, &logits, err)) return false;
-    // The next turn of this conversation shares this prompt: a checkpoint
-    // here lets it start without evaluating anything again.
-    if (req.cache_prompt) m.checkpoint();
+    if (!eval_prompt(m, req, prompt, cached, reusable, obs, &info, &logits, err)) return false;
     obs.on_prompt(std::move(info));
 
     std::string serr;
