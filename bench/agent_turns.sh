@@ -25,7 +25,7 @@ LOG=$(mktemp)
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$LOG"' EXIT
 
-PORT=$PORT PREFIX=${PREFIX:-1500} TURNS=${TURNS:-5} MODEL=$MODEL /usr/bin/python3 - <<'EOF'
+PORT=$PORT PREFIX=${PREFIX:-1500} TURNS=${TURNS:-5} MODEL=$MODEL /usr/bin/python3 - <<'EOF' || { echo "agent_turns: failed; the server said:" >&2; tail -20 "$LOG" >&2; exit 1; }
 import http.client, json, os, random, sys, time
 
 port, prefix_n, turns = int(os.environ["PORT"]), int(os.environ["PREFIX"]), int(os.environ["TURNS"])
