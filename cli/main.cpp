@@ -509,7 +509,8 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     "\"min_cache\":%llu,\"floor\":%llu,\"vision\":%llu,\"record_bytes\":%llu,\"working_set\":%llu,"
                     "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu,"
                     "\"runtime\":%llu,\"allocator_slack\":%llu,\"thread_stacks\":%llu,\"threads\":%d,"
-                    "\"page_tables\":%llu,\"available\":%llu,\"reserve\":%llu,\"max_useful\":%llu}\n",
+                    "\"page_tables\":%llu,\"available\":%llu,\"reserve\":%llu,\"max_useful\":%llu,"
+                    "\"checkpoints\":%llu}\n",
                     sluice::json_quote(model).c_str(), p.context, (unsigned long long)p.trunk,
                     (unsigned long long)p.kda_state, (unsigned long long)p.mla_kv, (unsigned long long)p.scratch,
                     (unsigned long long)p.min_cache, (unsigned long long)p.floor, (unsigned long long)p.vision,
@@ -518,12 +519,14 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     (unsigned long long)p.budget, sluice::json_quote(p.choice).c_str(), (unsigned long long)p.cache,
                     (unsigned long long)p.runtime, (unsigned long long)p.allocator_slack,
                     (unsigned long long)p.thread_stacks, p.threads, (unsigned long long)p.page_tables,
-                    (unsigned long long)p.available, (unsigned long long)p.reserve, (unsigned long long)p.max_useful);
+                    (unsigned long long)p.available, (unsigned long long)p.reserve, (unsigned long long)p.max_useful,
+                    (unsigned long long)p.checkpoints);
         return 0;
     }
     std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
     std::printf("  trunk (resident)          %10.3f GiB\n", gib(p.trunk));
     std::printf("  KDA state                 %10.3f GiB\n", gib(p.kda_state));
+    std::printf("  KDA checkpoints           %10.3f GiB  (prompt reuse: 4 checkpoints)\n", gib(p.checkpoints));
     std::printf("  MLA KV cache              %10.3f GiB\n", gib(p.mla_kv));
     std::printf("  scratch                   %10.3f GiB\n", gib(p.scratch));
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),

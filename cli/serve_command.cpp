@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +46,10 @@ struct ServeCommand {
     std::string hotlist, learn, backend = "auto", io_engine = "auto", cache_policy = "freq";
     std::string cpus;
     bool exclusive_open = false, mlock = false;
+    // Prompt reuse: the KDA checkpoint pool's bytes ("" = the default, 4
+    // checkpoints; 0 = none) and the positions between checkpoints.
+    std::string prompt_cache_bytes;
+    int checkpoint_every = 0;
 };
 
 std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
@@ -118,6 +123,13 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_flag("--exclusive-open", s->exclusive_open,
                 "hold an exclusive advisory lock on the container; refused while another process has it open");
     a->add_flag("--mlock", s->mlock, "lock the trunk in RAM (needs RLIMIT_MEMLOCK, see ulimit -l)");
+    a->add_option("--prompt-cache-bytes", s->prompt_cache_bytes,
+                  "bytes of recurrent-state checkpoints kept for prompt reuse, counted in the memory plan, e.g. "
+                  "512M (default: 4 checkpoints; 0 = none: a reused prefix re-evaluates KDA models from 0)");
+    a->add_option("--checkpoint-every", s->checkpoint_every,
+                  "positions between recurrent-state checkpoints (default 256; -1 = only at prompt ends and "
+                  "reuse points)")
+        ->check(CLI::Range(-1, 1 << 24));
     return s;
 }
 
@@ -181,6 +193,16 @@ int serve(ServeCommand &s) {
     sluice_config_default(&cfg);
     cfg.n_threads = s.threads;
     cfg.max_context = s.ctx;
+    if (!s.prompt_cache_bytes.empty()) {
+        uint64_t pc = 0;
+        if (!parse_size(s.prompt_cache_bytes, &pc) || pc > (uint64_t)INT64_MAX) {
+            std::fprintf(stderr, "sluice serve: --prompt-cache-bytes '%s' is not a size (examples: 512M, 2G, 0)\n",
+                         s.prompt_cache_bytes.c_str());
+            return 2;
+        }
+        cfg.checkpoint_bytes = pc == 0 ? -1 : (int64_t)pc;
+    }
+    cfg.checkpoint_interval = s.checkpoint_every;
     cfg.budget_bytes = budget;
     cfg.vision = s.vision ? 1 : 0;
     cfg.verify_records = s.verify ? 1 : 0;

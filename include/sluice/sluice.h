@@ -111,6 +111,13 @@ typedef struct sluice_config {
     sluice_memory_probe_fn memory_probe; /* NULL = the kernel's numbers; otherwise asked instead (tests,
                                             embedders with their own accounting) */
     void *memory_probe_user;
+    /* Prompt reuse (see sluice_rewind): the KDA state is kept as checkpoints
+     * in a pool counted in the memory plan (sluice_memory_plan.checkpoints).
+     * Neither changes results, only how many tokens a rewind re-evaluates. */
+    int64_t checkpoint_bytes;    /* the pool's bytes, rounded down to whole checkpoints; 0 = default
+                                    (4 checkpoints); < 0 = no pool (a rewind re-evaluates from 0) */
+    int32_t checkpoint_interval; /* positions between checkpoints; 0 = default (256); < 0 = none at
+                                    intervals (end-of-prompt and rewind-target ones are still kept) */
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -180,6 +187,37 @@ SLUICE_API sluice_status sluice_eval(sluice_ctx *ctx, const int32_t *tokens, siz
 SLUICE_API sluice_status sluice_eval_all(sluice_ctx *ctx, const int32_t *tokens, size_t n, float *logits_out);
 /* Forgets the session: position 0, all state zero. */
 SLUICE_API sluice_status sluice_reset(sluice_ctx *ctx);
+
+/*
+ * Prompt reuse. A session keeps the tokens it evaluated; a new prompt that
+ * shares a prefix with them rewinds to the prefix and evaluates only the
+ * rest, with logits bit-identical to evaluating the whole prompt fresh.
+ *
+ * MLA layers' cache is cut at the target. KDA layers' recurrent state
+ * cannot be cut: it is restored from the newest checkpoint at or before
+ * the target (the zero state at 0) and the tokens from there are evaluated
+ * again. Checkpoints are kept every checkpoint_interval positions (256),
+ * where sluice_checkpoint is called (the end of a prompt), and at each
+ * rewind target, in a pool of checkpoint_bytes (4 checkpoints by default)
+ * that evicts the least recently made or used first.
+ */
+/* Copies the session's tokens, one per position (sluice_n_past of them):
+ * -1 marks a position no prompt can match (an image row took it, or the
+ * state came from sluice_state_load). Buffer rules as in the text
+ * functions. */
+SLUICE_API sluice_status sluice_session_tokens(sluice_ctx *ctx, int32_t *out, size_t cap, size_t *n_out);
+/* Keeps the first n_keep positions of the session (see above).
+ * SLUICE_E_RANGE for n_keep outside [0, sluice_n_past]; SLUICE_E_STATE,
+ * with nothing changed, when a token to re-evaluate is unknown (-1 in
+ * sluice_session_tokens: reset and evaluate instead). If the re-evaluation
+ * fails (I/O), the session is left at the checkpoint it restored
+ * (sluice_n_past says where). */
+SLUICE_API sluice_status sluice_rewind(sluice_ctx *ctx, int32_t n_keep);
+/* Keeps a checkpoint of the KDA state at the current position, so a later
+ * rewind to here evaluates nothing again: call it after a prompt (a
+ * conversation's next turn usually shares it). No-op without KDA layers,
+ * at position 0, or with no pool. */
+SLUICE_API sluice_status sluice_checkpoint(sluice_ctx *ctx);
 
 /*
  * Trace hook: called during sluice_eval once per position for each stage of
@@ -372,6 +410,12 @@ typedef struct sluice_stats {
     uint64_t cache_bytes_released;  /* record buffer memory returned to the OS by shrinks */
     uint64_t memory_available;      /* the watcher's last reading */
     uint64_t pressure_reserve;      /* what it keeps available for others */
+    /* Prompt reuse (sluice_rewind). */
+    uint64_t checkpoints_held;      /* checkpoints in the pool now */
+    uint64_t checkpoint_bytes;      /* their bytes */
+    uint64_t checkpoint_capacity;   /* checkpoints the pool holds at most */
+    uint64_t rewind_restores;       /* rewinds that restored KDA state (a checkpoint or the zero state) */
+    uint64_t rewind_tokens_reevaluated; /* tokens rewinds evaluated again, checkpoint to target */
 } sluice_stats;
 SLUICE_API sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
@@ -424,6 +468,7 @@ typedef struct sluice_memory_plan {
     uint64_t available;        /* MemAvailable (capped by the cgroup's room) at planning; 0 = not measured */
     uint64_t reserve;          /* left to the OS and page cache by the default budget */
     uint64_t max_useful;       /* the budget that caches every expert record: no default goes above it */
+    uint64_t checkpoints;      /* the prompt-reuse checkpoint pool (part of floor) */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is

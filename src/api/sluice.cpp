@@ -164,6 +164,12 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
         if (cfg.n_threads == 0) opt.n_threads = (int)opt.cpus.size();  // one thread per CPU listed
     }
     opt.lock_memory = cfg.lock_memory != 0;
+    if (cfg.checkpoint_interval > (1 << 24))
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: checkpoint_interval must be at most 2^24");
+    opt.checkpoint_interval = cfg.checkpoint_interval == 0 ? sluice::kCheckpointInterval
+                              : cfg.checkpoint_interval < 0 ? 0
+                                                            : cfg.checkpoint_interval;
+    opt.checkpoint_bytes = cfg.checkpoint_bytes == 0 ? -1 : cfg.checkpoint_bytes < 0 ? 0 : cfg.checkpoint_bytes;
     opt.metadata_only = cfg.metadata_only != 0;
     opt.pressure_watch = cfg.no_pressure_watch == 0;
     if (cfg.pressure_poll_ms < 0 || cfg.pressure_poll_ms > 60000)
@@ -332,6 +338,42 @@ sluice_status sluice_reset(sluice_ctx *ctx) {
     return SLUICE_OK;
 }
 
+sluice_status sluice_session_tokens(sluice_ctx *ctx, int32_t *out, size_t cap, size_t *n_out) {
+    if (sluice_status s = need_model(ctx)) return s;
+    if (!n_out) return fail(ctx, SLUICE_E_ARG, "sluice_session_tokens: n_out is NULL");
+    const std::vector<int32_t> &t = ctx->engine.session_tokens();
+    *n_out = t.size();
+    if (t.size() > cap) return fail(ctx, SLUICE_E_RANGE, "sluice_session_tokens: buffer too small");
+    if (!t.empty() && !out) return fail(ctx, SLUICE_E_ARG, "sluice_session_tokens: out is NULL");
+    std::copy(t.begin(), t.end(), out);
+    return SLUICE_OK;
+}
+
+sluice_status sluice_rewind(sluice_ctx *ctx, int32_t n_keep) {
+    if (sluice_status s = need_model(ctx)) return s;
+    if (ctx->broken)
+        return fail(ctx, SLUICE_E_STATE, "an earlier evaluation failed part-way; call sluice_reset first");
+    sluice::Status st;
+    try {
+        st = ctx->engine.rewind(n_keep);
+    } catch (const std::bad_alloc &) {
+        st = sluice::Status(SLUICE_E_NOMEM, "out of memory while rewinding");
+    } catch (const std::exception &e) {
+        st = sluice::Status(SLUICE_E_IO, std::string("rewind failed: ") + e.what());
+    }
+    return st ? SLUICE_OK : fail(ctx, st);
+}
+
+sluice_status sluice_checkpoint(sluice_ctx *ctx) {
+    if (sluice_status s = need_model(ctx)) return s;
+    try {
+        ctx->engine.checkpoint();
+    } catch (const std::bad_alloc &) {
+        return fail(ctx, SLUICE_E_NOMEM, "out of memory while keeping a checkpoint");
+    }
+    return SLUICE_OK;
+}
+
 sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) {
     if (sluice_status s = need_open(ctx)) return s;
     ctx->trace_fn = fn;
@@ -395,6 +437,12 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->cache_bytes_released = ss.bytes_released;
     out->memory_available = ps.last_available;
     out->pressure_reserve = ps.reserve;
+    const sluice::CheckpointStats cs = ctx->engine.checkpoint_stats();
+    out->checkpoints_held = cs.held;
+    out->checkpoint_bytes = cs.bytes;
+    out->checkpoint_capacity = cs.capacity;
+    out->rewind_restores = cs.restores;
+    out->rewind_tokens_reevaluated = cs.reevaluated;
     return SLUICE_OK;
 }
 
@@ -450,6 +498,7 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->available = p.available;
     out->reserve = p.reserve;
     out->max_useful = p.max_useful;
+    out->checkpoints = p.checkpoints;
     copy_str(out->ram_source, sizeof(out->ram_source), p.ram_source);
     copy_str(out->choice, sizeof(out->choice), p.choice);
 }

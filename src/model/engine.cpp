@@ -61,7 +61,8 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     const int readers = opt_.io_depth > 0 ? read_queue_threads(opt_.io_engine, opt_.io_depth) : 0;
     const int threads = std::max(1, opt_.n_threads) + readers + 2;
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, paths, &plan_,
-                           vision_bytes, threads));
+                           vision_bytes, threads, opt_.checkpoint_bytes));
+    if (const uint64_t one = checkpoint_bytes(cfg)) ckpt_capacity_ = (size_t)(plan_.checkpoints / one);
     progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
     if (want_tower) {
@@ -198,6 +199,8 @@ void Engine::init_rope() {
 void Engine::reset() {
     const ModelConfig &cfg = c_.config();
     pos_ = 0;
+    tokens_.clear();
+    drop_checkpoints_after(0);
     kda_.assign((size_t)cfg.n_layers, {});
     mla_.assign((size_t)cfg.n_layers, {});
     kda_before_.assign((size_t)cfg.n_layers, {});
@@ -220,12 +223,14 @@ Status Engine::embed(const int32_t *tokens, int64_t n, float *X) {
     for (int64_t t = 0; t < n; t++) {
         // The splice (VISION.md §6.3): a pad token takes the next queued
         // image row verbatim while rows remain; otherwise the table row.
-        if (tower_ && tokens[t] == vcfg_.pad && splice_cursor_ < rows) {
+        if (tower_ && !no_splice_ && tokens[t] == vcfg_.pad && splice_cursor_ < rows) {
             std::copy_n(img_rows_.data() + splice_cursor_ * d, d, X + t * d);
             splice_cursor_++;
+            tokens_.push_back(-1);  // an image row: the id alone cannot reproduce it
             continue;
         }
         SLUICE_TRY(c_.read_row_f32(w_.embed, tokens[t], X + t * d));
+        tokens_.push_back(tokens[t]);
     }
     return Status::ok();
 }
@@ -284,6 +289,8 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
     }
     auto roll_back = [&] {
         pos_ = pos0;
+        tokens_.resize((size_t)pos0);
+        drop_checkpoints_after(pos0);
         const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;
         for (size_t L = 0; L < mla_.size(); L++) {
             mla_[L].len = mla_len0[L];
@@ -315,13 +322,20 @@ Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool
     // The image queue is armed for this call's tokens only; once any row
     // was used the whole queue is spent (VISION.md §6.3).
     splice_cursor_ = 0;
-    for (int64_t t0 = 0; t0 < n; t0 += opt_.prefill_chunk) {
-        const int64_t m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
+    const int every = ckpt_capacity_ > 0 ? opt_.checkpoint_interval : 0;
+    for (int64_t t0 = 0, m = 0; t0 < n; t0 += m) {
+        m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
+        // A chunk that crosses a checkpoint position is cut there, so the
+        // state is kept at exactly that position. The forward pass is batch
+        // invariant (a chunk computes what single steps compute), so the
+        // cut changes no number.
+        if (every > 0) m = std::min<int64_t>(m, every - pos_ % every);
         const bool last = t0 + m == n;
         float *out = nullptr;
         if (logits && all) out = logits + t0 * V;
         else if (logits && last) out = logits;
         SLUICE_TRY(eval_chunk(tokens + t0, m, out, all));
+        if (every > 0 && pos_ % every == 0) checkpoint();
     }
     if (splice_cursor_ > 0) image_clear();
     splice_cursor_ = 0;

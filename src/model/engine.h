@@ -72,6 +72,12 @@ struct EngineOptions {
     bool metadata_only = false;
     // Start-up progress: stage, fraction in [0, 1] or -1 when unknown.
     std::function<void(const char *stage, double fraction)> progress;
+    // Prompt reuse (checkpoints.cpp): the KDA state is kept every
+    // checkpoint_interval positions (0: none at intervals) in a pool of
+    // checkpoint_bytes (-1: kDefaultCheckpoints checkpoints; 0: none),
+    // counted in the memory plan.
+    int checkpoint_interval = kCheckpointInterval;
+    int64_t checkpoint_bytes = -1;
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -83,6 +89,19 @@ struct KdaState {
 struct MlaState {
     std::vector<float> cache;  // [len][kv_lora + d_rope]: normalised latent ‖ rotated rope key
     int len = 0;
+};
+// The recurrent state of every KDA layer at one position (the MLA cache
+// needs none: its first p rows are the state at p).
+struct Checkpoint {
+    int pos = 0;
+    uint64_t seq = 0;            // creation order: the oldest is evicted first
+    std::vector<KdaState> kda;   // per layer; empty for MLA layers
+};
+struct CheckpointStats {
+    uint64_t held = 0, bytes = 0;  // in the pool now
+    uint64_t capacity = 0;         // checkpoints the pool holds at most
+    uint64_t restores = 0;         // rewinds that restored a checkpoint (or the zero state)
+    uint64_t reevaluated = 0;      // tokens re-evaluated by rewinds, from a checkpoint to the target
 };
 
 class Engine {
@@ -134,6 +153,22 @@ public:
     static constexpr size_t kVq4pMaxTies = 1u << 18;
 
     void reset();
+    // Prompt reuse (checkpoints.cpp). The tokens the session evaluated, one
+    // per position; -1 where the token cannot be matched again (an image
+    // row took its place, or the state was loaded from a file).
+    const std::vector<int32_t> &session_tokens() const { return tokens_; }
+    // Keeps the first n positions: the MLA cache is cut at n; the KDA state
+    // is restored from the newest checkpoint at or before n (the zero state
+    // at 0) and the tokens from there to n are evaluated again. Bit-identical
+    // to having evaluated the n tokens fresh. SLUICE_E_RANGE for n outside
+    // [0, n_past]; SLUICE_E_STATE (nothing changed) when a token to
+    // re-evaluate is unknown. If the re-evaluation fails the session is left
+    // at the checkpoint's position.
+    Status rewind(int n);
+    // Keeps a checkpoint of the KDA state at the current position (no-op
+    // without KDA layers, at position 0, or with an empty pool).
+    void checkpoint();
+    CheckpointStats checkpoint_stats() const;
     // Evaluates n tokens from the current position. logits: n x V if all,
     // else V (last position); may be null. On failure the session is
     // restored to where it was.
@@ -213,6 +248,15 @@ private:
 
     // Session state.
     int pos_ = 0;
+    std::vector<int32_t> tokens_;  // per position (session_tokens)
+    // Prompt reuse: the checkpoint pool, oldest first; spare buffers of
+    // evicted checkpoints are reused so a full pool never allocates.
+    std::vector<Checkpoint> ckpts_;
+    std::vector<Checkpoint> ckpt_spare_;
+    uint64_t ckpt_seq_ = 0, ckpt_restores_ = 0, ckpt_reevaluated_ = 0;
+    size_t ckpt_capacity_ = 0;  // checkpoints the pool holds (plan_.checkpoints / one checkpoint)
+    bool no_splice_ = false;     // rewind's re-evaluation: a pad token is text, never an image row
+    void drop_checkpoints_after(int pos);
     std::vector<KdaState> kda_;
     // The KDA states as they were before the current eval: restored when it
     // fails part-way, so a failed sluice_eval leaves the session as it was

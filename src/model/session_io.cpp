@@ -166,6 +166,10 @@ Status Engine::load_state(const std::string &path) {
     kda_.swap(kda);
     mla_.swap(mla);
     pos_ = h.pos;
+    // The file holds no token ids: no position of it can be matched for
+    // prompt reuse, and no checkpoint of the former session applies.
+    tokens_.assign((size_t)h.pos, -1);
+    drop_checkpoints_after(0);
     return Status::ok();
 }
 

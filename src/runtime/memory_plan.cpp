@@ -107,8 +107,22 @@ uint64_t default_budget(uint64_t floor, uint64_t max_useful, uint64_t ram_limit,
     return b;
 }
 
+uint64_t checkpoint_bytes(const ModelConfig &c) {
+    uint64_t n_kda = 0;
+    for (int L = 0; L < c.n_layers; L++) n_kda += c.is_kda[(size_t)L] ? 1 : 0;
+    const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim, K = (uint64_t)std::max(1, c.conv_kernel);
+    return n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
+}
+
+uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested) {
+    const uint64_t one = checkpoint_bytes(c);
+    if (one == 0) return 0;
+    if (requested < 0) return (uint64_t)kDefaultCheckpoints * one;
+    return (uint64_t)requested / one * one;
+}
+
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
-                   MemoryPlan *out, uint64_t vision_bytes, int threads) {
+                   MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool) {
     std::string source;
     const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
     const MemStatus ms = read_mem_status(paths);
@@ -119,12 +133,13 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const ProcessFootprint fp = read_process_footprint();
     const uint64_t step = 8ull << 20;
     const uint64_t runtime = fp.measured ? (fp.total() / step + 1) * step : 0;
-    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, runtime);
+    return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, checkpoint_pool,
+                               runtime);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
-                           uint64_t available, uint64_t runtime_bytes) {
+                           uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     uint64_t largest_block = 0;  // the largest single allocation (allocator slack below)
@@ -150,6 +165,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim, K = (uint64_t)std::max(1, c.conv_kernel);
     // Twice: the live states and the copy a failed eval is rolled back to.
     p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
+    p.checkpoints = checkpoint_pool_bytes(c, checkpoint_pool);
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     if (c.n_experts > 0 && !m.banks.empty()) {
         const BankEntry &b = m.banks.begin()->second;
@@ -202,7 +218,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         const int64_t floats = 2 * G * I + G * (I / 8) * S * E + vq_tokens_scratch(G, rows, (int)S, (int)E);
         p.scratch += (uint64_t)p.threads * 4 * (uint64_t)floats;
     }
-    const uint64_t base = p.trunk + p.kda_state + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
+    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
                           p.allocator_slack + p.thread_stacks;
     // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
     // resident; huge pages need fewer, so this is the most they take.

@@ -10,9 +10,25 @@
 
 namespace sluice {
 
+// Prompt reuse: a checkpoint of the KDA state (every KDA layer's S and conv
+// ring) is kept every kCheckpointInterval positions, at the end of each
+// prompt and at each rewind target, in a pool of kDefaultCheckpoints
+// checkpoints unless the caller sizes it. 256: a rewind re-evaluates at
+// most 255 tokens, and a 4,096-token context needs 16 checkpoints to cover
+// it (the pool keeps the newest; the end-of-prompt and rewind-target ones
+// are where reuse happens).
+constexpr int kCheckpointInterval = 256;
+constexpr int kDefaultCheckpoints = 4;
+// Bytes of one checkpoint: every KDA layer's state and conv ring (0 without KDA).
+uint64_t checkpoint_bytes(const ModelConfig &c);
+// The pool for a request: -1 = kDefaultCheckpoints checkpoints; otherwise
+// the bytes rounded down to whole checkpoints.
+uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested);
+
 struct MemoryPlan {
     uint64_t trunk = 0;        // resident trunk tensors (embedding rows stay on disk)
     uint64_t kda_state = 0;    // KDA state and conv rings, all KDA layers
+    uint64_t checkpoints = 0;  // the prompt-reuse checkpoint pool (checkpoint_pool_bytes)
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
     uint64_t scratch = 0;      // activations, VQ tables and logits for one prefill chunk
     uint64_t min_cache = 0;    // 2 x top-k expert records: one layer in use, one read ahead
@@ -50,7 +66,7 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 // images. threads: every thread the engine will run (compute pool, readers,
 // helpers); 0 = default_thread_count().
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
-                   MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0);
+                   MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0, int64_t checkpoint_pool = -1);
 
 // The same with only the cgroup tree named (/proc/meminfo and PSI as they are).
 inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk,
@@ -67,7 +83,8 @@ inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64
 // available 0: not measured (a machine that does not exist yet).
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0,
-                           int threads = 0, uint64_t available = 0, uint64_t runtime_bytes = 0);
+                           int threads = 0, uint64_t available = 0, int64_t checkpoint_pool = -1,
+                           uint64_t runtime_bytes = 0);
 
 // Threads counted when the caller does not say, as an engine with the
 // defaults starts them: one compute thread per CPU (the caller is one), the

@@ -22,10 +22,11 @@ std::string random_id(const char *prefix) {
     return s;
 }
 
-json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens) {
+json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens, int cached_tokens) {
     json u{{"prompt_tokens", prompt_tokens},
            {"completion_tokens", completion_tokens},
            {"total_tokens", prompt_tokens + completion_tokens}};
+    if (cached_tokens >= 0) u["prompt_tokens_details"] = json{{"cached_tokens", cached_tokens}};
     if (reasoning_tokens >= 0) u["completion_tokens_details"] = json{{"reasoning_tokens", reasoning_tokens}};
     return u;
 }
@@ -124,7 +125,7 @@ json chat_response(const ResponseHead &h, const std::string &text, const std::ve
                 {"created", h.created},
                 {"model", h.model},
                 {"choices", json::array({choice})},
-                {"usage", usage_json(r.prompt_tokens, r.completion_tokens, r.reasoning_tokens)},
+                {"usage", usage_json(r.prompt_tokens, r.completion_tokens, r.reasoning_tokens, r.cached_tokens)},
                 {"system_fingerprint", nullptr}};
 }
 
@@ -141,7 +142,7 @@ json completion_response(const ResponseHead &h, const std::string &text, const j
                 {"created", h.created},
                 {"model", h.model},
                 {"choices", json::array({choice})},
-                {"usage", usage_json(r.prompt_tokens, r.completion_tokens)},
+                {"usage", usage_json(r.prompt_tokens, r.completion_tokens, -1, r.cached_tokens)},
                 {"system_fingerprint", nullptr}};
 }
 
@@ -171,13 +172,14 @@ json completion_chunk(const ResponseHead &h, const std::string &text, const json
                 {"system_fingerprint", nullptr}};
 }
 
-json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens, int reasoning_tokens) {
+json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int cached_tokens, int completion_tokens,
+                 int reasoning_tokens) {
     return json{{"id", h.id},
                 {"object", chat ? "chat.completion.chunk" : "text_completion"},
                 {"created", h.created},
                 {"model", h.model},
                 {"choices", json::array()},
-                {"usage", usage_json(prompt_tokens, completion_tokens, reasoning_tokens)},
+                {"usage", usage_json(prompt_tokens, completion_tokens, reasoning_tokens, cached_tokens)},
                 {"system_fingerprint", nullptr}};
 }
 

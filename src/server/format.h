@@ -18,7 +18,9 @@ struct ResponseHead {
 };
 
 // reasoning_tokens >= 0 adds completion_tokens_details.reasoning_tokens.
-nlohmann::json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens = -1);
+// cached_tokens >= 0: usage.prompt_tokens_details.cached_tokens (OpenAI's
+// field for prompt tokens served from the prompt cache).
+nlohmann::json usage_json(int prompt_tokens, int completion_tokens, int reasoning_tokens = -1, int cached_tokens = -1);
 // A chat stream delta: content, reasoning_content and announced tool calls.
 nlohmann::json chat_delta_json(const Delta &d);
 
@@ -46,7 +48,7 @@ nlohmann::json chat_chunk(const ResponseHead &h, const nlohmann::json &delta, co
 nlohmann::json completion_chunk(const ResponseHead &h, const std::string &text, const nlohmann::json &logprobs,
                                 const std::string &finish);
 // The include_usage chunk: no choices, only usage.
-nlohmann::json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int completion_tokens,
+nlohmann::json usage_chunk(const ResponseHead &h, bool chat, int prompt_tokens, int cached_tokens, int completion_tokens,
                            int reasoning_tokens = -1);
 
 // JSON text that never throws on bad UTF-8 (invalid bytes become U+FFFD).

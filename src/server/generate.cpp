@@ -175,14 +175,53 @@ bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt,
     return true;
 }
 
-// Evaluates the prompt, scoring every token when echo + logprobs ask for it.
-// logits receives the next-token logits.
-bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, GenObserver &obs,
-                 PromptInfo *info, std::vector<float> *logits, ApiError *err) {
+// Prompt reuse (cache_prompt): keeps the longest prefix the session shares
+// with the prompt, never all of it (the last prompt token is evaluated for
+// its logits): *kept is its length, 0 after a reset. Not for a prompt with
+// images (a pad token's id does not say which image row it takes) nor for
+// echo with logprobs (every prompt token is scored). *reusable: the model
+// can rewind and this request takes part.
+bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, bool images, size_t *kept,
+                  bool *reusable, ApiError *err) {
+    std::string e;
+    *kept = 0;
+    *reusable = false;
+    if (req.cache_prompt && !images && !(req.echo && req.logprobs)) {
+        std::vector<int32_t> have;
+        if (m.session_tokens(&have)) {
+            *reusable = true;
+            size_t k = 0;
+            const size_t most = std::min(have.size(), prompt.size() - 1);
+            while (k < most && have[k] == prompt[k]) k++;
+            // A failed rewind (a token it must evaluate again is unknown, an
+            // I/O error) falls back to a fresh session.
+            if (k > 0 && m.rewind(k, &e)) return *kept = k, true;
+        }
+    }
+    if (!m.reset(&e)) return *err = server_error("cannot reset the session: " + e), false;
+    return true;
+}
+
+// Evaluates the prompt from position `from` (the tokens before it are the
+// reused prefix), scoring every token when echo + logprobs ask for it
+// (then from is 0). logits receives the next-token logits. checkpoint: the
+// state before the prompt's last token is kept (Model::checkpoint): a
+// resent prompt (n > 1, a retry) keeps all but its last token, and the next
+// turn of a conversation goes on from there with one token evaluated again.
+bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, size_t from, bool checkpoint,
+                 GenObserver &obs, PromptInfo *info, std::vector<float> *logits, ApiError *err) {
     std::string e;
     const int32_t V = m.vocab();
     if (!(req.echo && req.logprobs)) {
-        if (!m.eval(prompt.data(), prompt.size(), logits->data(), &e))
+        size_t at = from;
+        if (checkpoint && prompt.size() - at > 1) {
+            // The split changes no number: a chunk computes what single steps compute.
+            if (!m.eval(prompt.data() + at, prompt.size() - 1 - at, nullptr, &e))
+                return *err = server_error("evaluation failed: " + e), false;
+            at = prompt.size() - 1;
+        }
+        if (checkpoint) m.checkpoint();
+        if (!m.eval(prompt.data() + at, prompt.size() - at, logits->data(), &e))
             return *err = server_error("evaluation failed: " + e), false;
         return true;
     }
@@ -328,7 +367,10 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     }
 
     std::string e;
-    if (!m.reset(&e)) return *err = server_error("cannot reset the session: " + e), false;
+    const bool images = req.kind == Endpoint::chat && request_has_images(req);
+    size_t cached = 0;
+    bool reusable = false;
+    if (!reuse_prefix(m, req, prompt, images, &cached, &reusable, err)) return false;
     const int32_t V = m.vocab();
     std::vector<float> logits((size_t)V), lp;
     std::vector<int32_t> order;
@@ -339,7 +381,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             for (int32_t id : prompt) info.text += m.token_bytes(id);
         else info.text = req.prompt_text;
     }
-    if (!eval_prompt(m, req, prompt, obs, &info, &logits, err)) return false;
+    if (!eval_prompt(m, req, prompt, cached, reusable, obs, &info, &logits, err)) return false;
     obs.on_prompt(std::move(info));
 
     std::string serr;
@@ -464,6 +506,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
     deliver(content().size());
     res->finish_reason = finish;
     res->prompt_tokens = (int)P;
+    res->cached_tokens = (int)cached;
     res->completion_tokens = produced;
     res->have_engine = m.engine_stats(&res->engine);
     return true;

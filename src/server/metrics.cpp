@@ -7,10 +7,11 @@
 namespace sluice::server {
 
 void Metrics::record(const std::string &endpoint, int status, int prompt_tokens, int completion_tokens,
-                     int reasoning_tokens, double seconds) {
+                     int reasoning_tokens, double seconds, int cached_tokens) {
     std::lock_guard<std::mutex> lk(mu_);
     requests_[{endpoint, status}]++;
     prompt_tokens_ += (uint64_t)std::max(prompt_tokens, 0);
+    cached_tokens_ += (uint64_t)std::max(cached_tokens, 0);
     completion_tokens_ += (uint64_t)std::max(completion_tokens, 0);
     reasoning_tokens_ += (uint64_t)std::max(reasoning_tokens, 0);
     seconds_sum_ += seconds;
@@ -57,6 +58,10 @@ std::string Metrics::render(const SchedulerStats &q, const std::string &model) c
              "\"} " + std::to_string(n) + "\n";
     metric(o, "sluice_prompt_tokens_total", "counter", "Prompt tokens evaluated for requests.");
     o += "sluice_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+    metric(o, "sluice_prompt_tokens_cached_total", "counter",
+           "Prompt tokens the session already held (cache_prompt): counted in sluice_prompt_tokens_total, not "
+           "evaluated again.");
+    o += "sluice_prompt_tokens_cached_total " + std::to_string(cached_tokens_) + "\n";
     metric(o, "sluice_completion_tokens_total", "counter", "Tokens generated (reasoning included).");
     o += "sluice_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";
     metric(o, "sluice_reasoning_tokens_total", "counter", "Tokens generated in the think channel.");
@@ -77,6 +82,9 @@ std::string Metrics::render(const SchedulerStats &q, const std::string &model) c
         const uint64_t acc = e.expert_cache_hits + e.expert_cache_misses;
         metric(o, "sluice_tokens_evaluated_total", "counter", "Positions the engine evaluated (prompts and outputs).");
         o += "sluice_tokens_evaluated_total " + std::to_string(e.tokens_evaluated) + "\n";
+        metric(o, "sluice_prompt_tokens_reevaluated_total", "counter",
+               "Positions evaluated again to rewind the KDA state from a checkpoint to a reused prefix's end.");
+        o += "sluice_prompt_tokens_reevaluated_total " + std::to_string(e.rewind_tokens_reevaluated) + "\n";
         metric(o, "sluice_expert_cache_hits_total", "counter", "Routed-expert lookups served from the cache.");
         o += "sluice_expert_cache_hits_total " + std::to_string(e.expert_cache_hits) + "\n";
         metric(o, "sluice_expert_cache_misses_total", "counter", "Routed-expert lookups that read the disk.");

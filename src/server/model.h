@@ -72,6 +72,7 @@ struct SamplingParams {
 // The engine's counters (sluice_stats), for /metrics.
 struct EngineStats {
     uint64_t tokens_evaluated = 0;
+    uint64_t rewind_tokens_reevaluated = 0;  // prompt reuse: tokens a rewind evaluated again
     uint64_t expert_cache_hits = 0, expert_cache_misses = 0;
     uint64_t expert_reads = 0, expert_bytes_read = 0;
     double seconds_eval = 0, seconds_read = 0;
@@ -107,6 +108,20 @@ public:
 
     // Session: reset to position 0, then feed tokens.
     virtual bool reset(std::string *err) = 0;
+    // Prompt reuse (include/sluice/sluice.h, sluice_rewind): the tokens the
+    // session holds (-1: a position no prompt matches), keeping only the
+    // first n of them, and a checkpoint at the end of a prompt. A model
+    // without them (false) is reset before every prompt.
+    virtual bool session_tokens(std::vector<int32_t> *out) {
+        out->clear();
+        return false;
+    }
+    virtual bool rewind(size_t n, std::string *err) {
+        (void)n;
+        *err = "this model cannot rewind";
+        return false;
+    }
+    virtual void checkpoint() {}
     // Feeds n tokens; logits (vocab floats) receives the last position's logits.
     virtual bool eval(const int32_t *ids, size_t n, float *logits, std::string *err) = 0;
     // Feeds n tokens; logits (n x vocab floats) receives every position's logits.

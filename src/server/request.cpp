@@ -531,6 +531,7 @@ bool parse_request(Endpoint kind, std::string_view body, GenRequest *r, ApiError
         }
     }
     if (!get_bool(o, "stream", &r->stream, err)) return false;
+    if (!get_bool(o, "cache_prompt", &r->cache_prompt, err)) return false;
     if (r->n > 1 && r->stream)
         return *err = bad_request("'n' > 1 is supported without streaming only", "n"), false;
     if (auto it = o.find("stream_options"); it != o.end() && !it->is_null()) {

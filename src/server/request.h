@@ -71,6 +71,9 @@ struct GenRequest {
     int top_logprobs = 0;  // alternatives per position, 0..20
     bool echo = false;     // completion: the prompt is part of the output
     bool stream = false;
+    // llama-server's cache_prompt: reuse the prefix the session shares with
+    // this prompt (on by default; false evaluates the whole prompt).
+    bool cache_prompt = true;
     int n = 1;  // choices (not streamed)
     bool include_usage = false;  // stream_options.include_usage
     bool with_pieces = false;    // tokenize: each id with its text

@@ -112,13 +112,15 @@ const char *endpoint_name(Endpoint k) {
 void account(Metrics *m, bool log, Endpoint kind, const GenResult &g, Clock::time_point t0) {
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     if (m) {
-        m->record(endpoint_name(kind), 200, g.prompt_tokens, g.completion_tokens, g.reasoning_tokens, secs);
+        m->record(endpoint_name(kind), 200, g.prompt_tokens, g.completion_tokens, g.reasoning_tokens, secs,
+                  g.cached_tokens);
         if (g.have_engine) m->engine(g.engine);
     }
     if (log)
         std::fprintf(stderr,
-                     "sluice serve: %s 200 %.3f s, prompt %d tokens, completion %d tokens%s, %.1f tok/s, finish %s\n",
-                     endpoint_name(kind), secs, g.prompt_tokens, g.completion_tokens,
+                     "sluice serve: %s 200 %.3f s, prompt %d tokens (%d cached), completion %d tokens%s, %.1f tok/s, "
+                     "finish %s\n",
+                     endpoint_name(kind), secs, g.prompt_tokens, g.cached_tokens, g.completion_tokens,
                      g.reasoning_tokens > 0 ? (" (" + std::to_string(g.reasoning_tokens) + " reasoning)").c_str() : "",
                      secs > 0 ? g.completion_tokens / secs : 0.0, g.finish_reason.c_str());
 }
@@ -172,10 +174,12 @@ bool stream_events(StreamState &st, httplib::DataSink &sink) {
                              : completion_chunk(st.head, "", nullptr, g.finish_reason);
             // OpenAI sends usage only in the include_usage chunk; every
             // response here carries it, so the final chunk has it otherwise.
-            if (!r.include_usage) last["usage"] = usage_json(g.prompt_tokens, g.completion_tokens, g.reasoning_tokens);
+            if (!r.include_usage)
+                last["usage"] = usage_json(g.prompt_tokens, g.completion_tokens, g.reasoning_tokens, g.cached_tokens);
             ok = ok && write(last);
             if (ok && r.include_usage)
-                ok = write(usage_chunk(st.head, chat, g.prompt_tokens, g.completion_tokens, g.reasoning_tokens));
+                ok = write(usage_chunk(st.head, chat, g.prompt_tokens, g.cached_tokens, g.completion_tokens,
+                                       g.reasoning_tokens));
             account(st.metrics, st.log, r.kind, g, st.t0);
             if (ok) ok = sink.write("data: [DONE]\n\n", 14);
             if (ok) sink.done();

@@ -195,6 +195,7 @@ public:
         sluice_stats s{};
         if (sluice_stats_get(ctx_, &s) != SLUICE_OK) return false;
         out->tokens_evaluated = s.tokens_evaluated;
+        out->rewind_tokens_reevaluated = s.rewind_tokens_reevaluated;
         out->expert_cache_hits = s.expert_cache_hits;
         out->expert_cache_misses = s.expert_cache_misses;
         out->expert_reads = s.expert_reads;
@@ -209,6 +210,19 @@ public:
         if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
         return true;
     }
+    bool session_tokens(std::vector<int32_t> *out) override {
+        const sluice_status st = fill(out, (size_t)std::max(sluice_n_past(ctx_), 1),
+                                      [&](int32_t *o, size_t cap, size_t *n) {
+                                          return sluice_session_tokens(ctx_, o, cap, n);
+                                      });
+        return st == SLUICE_OK;
+    }
+    bool rewind(size_t n, std::string *err) override {
+        sluice_status st = sluice_rewind(ctx_, (int32_t)n);
+        if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
+        return true;
+    }
+    void checkpoint() override { sluice_checkpoint(ctx_); }
     bool eval(const int32_t *ids, size_t n, float *logits, std::string *err) override {
         sluice_status st = sluice_eval(ctx_, ids, n, logits);
         if (st != SLUICE_OK) return *err = describe(ctx_, st), false;

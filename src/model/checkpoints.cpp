@@ -1,0 +1,134 @@
+// Prompt reuse: rewinding a session to an earlier position, so a prompt
+// that shares a prefix with the evaluated tokens evaluates only the rest.
+//
+// The MLA cache is append-only: its first p rows are the state at p, so
+// cutting it is the whole rewind. The KDA recurrence folds every token into
+// S and the conv ring and cannot be undone, so its state is kept as
+// checkpoints (every checkpoint_interval positions, at the end of each
+// prompt the caller marks, and at each rewind target) in a bounded pool;
+// a rewind restores the newest checkpoint at or before the target and
+// evaluates the tokens from there again. Restoring the MLA rows without the
+// matching KDA state would give wrong logits, not an error, so both always
+// move together.
+#include <algorithm>
+
+#include "model/engine.h"
+
+namespace sluice {
+
+void Engine::drop_checkpoints_after(int pos) {
+    for (size_t i = 0; i < ckpts_.size();) {
+        if (ckpts_[i].pos > pos) {
+            ckpt_spare_.push_back(std::move(ckpts_[i]));
+            ckpts_.erase(ckpts_.begin() + (ptrdiff_t)i);
+        } else {
+            i++;
+        }
+    }
+}
+
+void Engine::checkpoint() {
+    if (ckpt_capacity_ == 0 || pos_ == 0) return;
+    for (Checkpoint &c : ckpts_)
+        if (c.pos == pos_) {
+            c.seq = ++ckpt_seq_;
+            return;
+        }
+    Checkpoint c;
+    if (ckpts_.size() >= ckpt_capacity_) {
+        // The pool is full: the least recently made or used checkpoint goes,
+        // and its buffers take the new state (no allocation).
+        auto oldest = std::min_element(ckpts_.begin(), ckpts_.end(),
+                                       [](const Checkpoint &a, const Checkpoint &b) { return a.seq < b.seq; });
+        c = std::move(*oldest);
+        ckpts_.erase(oldest);
+    } else if (!ckpt_spare_.empty()) {
+        c = std::move(ckpt_spare_.back());
+        ckpt_spare_.pop_back();
+    }
+    const ModelConfig &cfg = c_.config();
+    c.kda.resize((size_t)cfg.n_layers);
+    for (int L = 0; L < cfg.n_layers; L++) {
+        if (!cfg.is_kda[(size_t)L]) continue;
+        c.kda[(size_t)L].S.assign(kda_[(size_t)L].S.begin(), kda_[(size_t)L].S.end());
+        c.kda[(size_t)L].ring.assign(kda_[(size_t)L].ring.begin(), kda_[(size_t)L].ring.end());
+    }
+    c.pos = pos_;
+    c.seq = ++ckpt_seq_;
+    ckpts_.push_back(std::move(c));
+}
+
+CheckpointStats Engine::checkpoint_stats() const {
+    CheckpointStats s;
+    s.held = ckpts_.size();
+    s.bytes = s.held * checkpoint_bytes(c_.config());
+    s.capacity = ckpt_capacity_;
+    s.restores = ckpt_restores_;
+    s.reevaluated = ckpt_reevaluated_;
+    return s;
+}
+
+Status Engine::rewind(int n) {
+    if (n < 0 || n > pos_)
+        return Status(SLUICE_E_RANGE, "rewind: position " + std::to_string(n) + " is outside the session's [0, " +
+                                          std::to_string(pos_) + "]");
+    if (n == pos_) return Status::ok();
+    const ModelConfig &cfg = c_.config();
+    const bool recurrent = checkpoint_bytes(cfg) > 0;
+    // Where the state can be restored exactly: n itself without KDA layers;
+    // otherwise the newest checkpoint at or before n, or the zero state.
+    int from = n;
+    const Checkpoint *best = nullptr;
+    if (recurrent) {
+        from = 0;
+        for (const Checkpoint &c : ckpts_)
+            if (c.pos <= n && c.pos > from) from = c.pos, best = &c;
+        for (int p = from; p < n; p++)
+            if (tokens_[(size_t)p] < 0)
+                return Status(SLUICE_E_STATE, "rewind: cannot reach position " + std::to_string(n) +
+                                                  ": the token at position " + std::to_string(p) +
+                                                  " is not known (an image row or a loaded state); reset and "
+                                                  "evaluate the prompt instead");
+    }
+    const std::vector<int32_t> again(tokens_.begin() + from, tokens_.begin() + n);
+    const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;
+    for (int L = 0; L < cfg.n_layers; L++) {
+        if (cfg.is_kda[(size_t)L]) {
+            KdaState &k = kda_[(size_t)L];
+            if (best) {
+                std::copy(best->kda[(size_t)L].S.begin(), best->kda[(size_t)L].S.end(), k.S.begin());
+                std::copy(best->kda[(size_t)L].ring.begin(), best->kda[(size_t)L].ring.end(), k.ring.begin());
+            } else {
+                std::fill(k.S.begin(), k.S.end(), 0.0f);
+                std::fill(k.ring.begin(), k.ring.end(), 0.0f);
+            }
+        } else {
+            mla_[(size_t)L].len = from;
+            mla_[(size_t)L].cache.resize((size_t)(from * row));
+        }
+    }
+    if (best) {
+        for (Checkpoint &c : ckpts_)
+            if (c.pos == from) c.seq = ++ckpt_seq_;  // used: the last to be evicted
+    }
+    pos_ = from;
+    tokens_.resize((size_t)from);
+    drop_checkpoints_after(from);
+    if (recurrent) ckpt_restores_++;
+    if (again.empty()) return Status::ok();
+    // The pad token of an image re-evaluated here is its table row: the
+    // positions that took image rows were refused above, and queued images
+    // belong to the caller's next prompt.
+    no_splice_ = true;
+    const bool recording = record_routes_;
+    Status st = eval(again.data(), (int64_t)again.size(), nullptr, false);
+    no_splice_ = false;
+    // These positions were reported when first evaluated.
+    if (recording) routes_.clear();
+    SLUICE_TRY(st);
+    ckpt_reevaluated_ += again.size();
+    checkpoint();  // the next prompt sharing this prefix restores here directly
+    return Status::ok();
+}
+
+}  // namespace sluice

@@ -1,0 +1,288 @@
+// Prompt reuse through the C API: a session rewound to a shared prefix and
+// fed the rest gives logits bit-identical to a fresh context evaluating the
+// whole prompt, on each family (KDA + MLA, MLA only, K3), at every kind of
+// rewind target (inside a checkpoint interval, exactly on a checkpoint, 0,
+// past several intervals), across prefill chunk sizes, with the checkpoint
+// pool within its bytes. Generated containers always; ../shared/fixtures/warp
+// too when present.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "capi/prompt_reuse_models.h"
+#include "fixtures_util.h"
+#include "sluice/sluice.h"
+
+using namespace sluice_test;
+
+namespace {
+
+struct Opts {
+    int chunk = 1;
+    int interval = 8;
+    int64_t pool = 0;  // sluice_config.checkpoint_bytes
+};
+
+sluice_ctx *open_ctx(const std::string &path, const Opts &o) {
+    sluice_config cfg;
+    sluice_config_default(&cfg);
+    cfg.n_threads = 2;
+    cfg.no_hotlist = 1;
+    cfg.no_direct_io = 1;
+    cfg.prefill_chunk = o.chunk;
+    cfg.checkpoint_interval = o.interval;
+    cfg.checkpoint_bytes = o.pool;
+    sluice_ctx *ctx = nullptr;
+    EXPECT_EQ(sluice_open(path.c_str(), &cfg, &ctx), SLUICE_OK) << path << ": " << sluice_last_error(ctx);
+    return ctx;
+}
+
+std::vector<int32_t> ids(size_t n, int vocab, int salt) {
+    std::vector<int32_t> v(n);
+    for (size_t i = 0; i < n; i++) v[i] = (int32_t)((i * 97 + (size_t)salt * 31 + 5) % (size_t)vocab);
+    return v;
+}
+
+// Every position's logits of `prompt` in a fresh context.
+std::vector<float> fresh(const std::string &path, const std::vector<int32_t> &prompt, const Opts &o) {
+    sluice_ctx *ctx = open_ctx(path, o);
+    std::vector<float> out;
+    if (ctx) {
+        out.resize((size_t)sluice_n_vocab(ctx) * prompt.size());
+        EXPECT_EQ(sluice_eval_all(ctx, prompt.data(), prompt.size(), out.data()), SLUICE_OK) << sluice_last_error(ctx);
+    }
+    sluice_close(ctx);
+    return out;
+}
+
+sluice_stats stats(sluice_ctx *ctx) {
+    sluice_stats s;
+    EXPECT_EQ(sluice_stats_get(ctx, &s), SLUICE_OK);
+    return s;
+}
+
+// The session's tokens through the C API.
+std::vector<int32_t> session(sluice_ctx *ctx) {
+    size_t n = 0;
+    const sluice_status st = sluice_session_tokens(ctx, nullptr, 0, &n);
+    EXPECT_EQ(st, n == 0 ? SLUICE_OK : SLUICE_E_RANGE);
+    EXPECT_EQ(n, (size_t)sluice_n_past(ctx));
+    std::vector<int32_t> t(n);
+    EXPECT_EQ(sluice_session_tokens(ctx, t.data(), t.size(), &n), SLUICE_OK);
+    return t;
+}
+
+// One turn: the session holds `first`; the next prompt keeps `keep` of it
+// and goes on with other tokens. The rewound session's logits for the new
+// tokens must equal a fresh evaluation of the whole new prompt, bit for bit.
+// expect_again: tokens the rewind evaluates again; -1 = from the newest
+// interval checkpoint at or before keep (every one still in the pool).
+void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep, size_t n_new,
+                int64_t expect_again = -1) {
+    SCOPED_TRACE(m.name + ": chunk " + std::to_string(o.chunk) + ", interval " + std::to_string(o.interval) +
+                 ", session " + std::to_string(n_first) + ", keep " + std::to_string(keep) + ", new " +
+                 std::to_string(n_new));
+    const std::vector<int32_t> first = ids(n_first, m.vocab, 1);
+    std::vector<int32_t> next(first.begin(), first.begin() + (ptrdiff_t)keep);
+    const std::vector<int32_t> tail = ids(n_new, m.vocab, 2);
+    next.insert(next.end(), tail.begin(), tail.end());
+    const std::vector<float> ref = fresh(m.path, next, o);
+
+    sluice_ctx *ctx = open_ctx(m.path, o);
+    ASSERT_NE(ctx, nullptr);
+    const size_t V = (size_t)sluice_n_vocab(ctx);
+    ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK) << sluice_last_error(ctx);
+    EXPECT_EQ(session(ctx), first);
+    const sluice_stats before = stats(ctx);
+    ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK) << sluice_last_error(ctx);
+    const sluice_stats after = stats(ctx);
+    EXPECT_EQ(sluice_n_past(ctx), (int)keep);
+    EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + (ptrdiff_t)keep));
+    // The newest checkpoint at or before keep is a multiple of the interval
+    // (all of them are still in the pool here): only the tokens from it to
+    // keep are evaluated again. Without KDA layers nothing is.
+    const uint64_t again = after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated;
+    const int every = o.interval == 0 ? 256 : o.interval;
+    if (expect_again < 0)
+        expect_again = !m.recurrent || keep == n_first ? 0 : every > 0 ? (int64_t)(keep % (size_t)every) : (int64_t)keep;
+    EXPECT_EQ(again, (uint64_t)expect_again);
+    EXPECT_EQ(after.tokens_evaluated - before.tokens_evaluated, again);
+
+    std::vector<float> got(V * tail.size());
+    ASSERT_EQ(sluice_eval_all(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
+    ASSERT_EQ(ref.size(), V * next.size());
+    const bool same = std::memcmp(got.data(), ref.data() + keep * V, got.size() * 4) == 0;
+    EXPECT_TRUE(same) << "reused prefix changed the logits";
+    // The pool never holds more than its bytes.
+    sluice_memory_plan plan;
+    ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
+    const sluice_stats end = stats(ctx);
+    EXPECT_LE(end.checkpoint_bytes, plan.checkpoints);
+    EXPECT_LE(end.checkpoints_held, end.checkpoint_capacity);
+    sluice_close(ctx);
+}
+
+TEST(PromptReuse, RewoundPrefixIsBitIdenticalOnEachFamily) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    for (const ReuseModel &m : models) {
+        // Pool of 8 checkpoints (interval 8, 40 tokens: 5 taken, none evicted).
+        for (int chunk : {1, 5, 64}) {
+            const Opts o{chunk, 8, 0};
+            sluice_ctx *probe = open_ctx(m.path, o);
+            ASSERT_NE(probe, nullptr);
+            sluice_memory_plan plan;
+            ASSERT_EQ(sluice_memory_plan_get(probe, &plan), SLUICE_OK);
+            sluice_close(probe);
+            if (m.recurrent) EXPECT_GT(plan.checkpoints, 0u) << m.name;
+            else EXPECT_EQ(plan.checkpoints, 0u) << m.name << ": no KDA layer, no checkpoint";
+            const Opts big{chunk, 8, m.recurrent ? (int64_t)plan.checkpoints * 2 : 0};
+            check_turn(m, big, 40, 13, 9);  // inside an interval
+            check_turn(m, big, 40, 16, 9);  // exactly a checkpoint
+            check_turn(m, big, 40, 0, 9);   // to 0
+            check_turn(m, big, 40, 37, 6);  // past several intervals
+            check_turn(m, big, 40, 40, 3);  // the whole session kept
+        }
+    }
+}
+
+// The default interval (256): a prefix longer than it restores the
+// checkpoint at 256 and re-evaluates only the tokens after it.
+TEST(PromptReuse, DefaultIntervalPrefixLongerThanAnInterval) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];  // Kimi-Linear
+    check_turn(m, Opts{64, 0, 0}, 300, 290, 5);
+    check_turn(m, Opts{64, 0, 0}, 300, 256, 5);
+}
+
+// A checkpoint taken where a prompt ended (sluice_checkpoint) and at a
+// rewind target: the next rewind there evaluates nothing again.
+TEST(PromptReuse, CheckpointAtPromptEndAndRewindTarget) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];
+    sluice_ctx *ctx = open_ctx(m.path, Opts{4, -1, 0});  // no interval checkpoints
+    ASSERT_NE(ctx, nullptr);
+    const auto a = ids(30, m.vocab, 3);
+    ASSERT_EQ(sluice_eval(ctx, a.data(), 20, nullptr), SLUICE_OK);
+    ASSERT_EQ(sluice_checkpoint(ctx), SLUICE_OK);
+    ASSERT_EQ(sluice_eval(ctx, a.data() + 20, 10, nullptr), SLUICE_OK);
+    sluice_stats s0 = stats(ctx);
+    ASSERT_EQ(sluice_rewind(ctx, 20), SLUICE_OK);
+    sluice_stats s1 = stats(ctx);
+    EXPECT_EQ(s1.rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 0u) << "the prompt-end checkpoint";
+    ASSERT_EQ(sluice_eval(ctx, a.data() + 20, 10, nullptr), SLUICE_OK);
+    ASSERT_EQ(sluice_rewind(ctx, 25), SLUICE_OK);  // from 20: 5 again, then a checkpoint at 25
+    sluice_stats s2 = stats(ctx);
+    EXPECT_EQ(s2.rewind_tokens_reevaluated - s1.rewind_tokens_reevaluated, 5u);
+    ASSERT_EQ(sluice_eval(ctx, a.data() + 25, 5, nullptr), SLUICE_OK);
+    ASSERT_EQ(sluice_rewind(ctx, 25), SLUICE_OK);
+    sluice_stats s3 = stats(ctx);
+    EXPECT_EQ(s3.rewind_tokens_reevaluated - s2.rewind_tokens_reevaluated, 0u) << "the rewind-target checkpoint";
+    sluice_close(ctx);
+}
+
+// A pool of two checkpoints: the oldest goes first, the pool never exceeds
+// its bytes, and an evicted checkpoint only costs re-evaluation (the logits
+// stay exact).
+TEST(PromptReuse, PoolEvictsOldestWithinItsBytes) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];
+    sluice_ctx *probe = open_ctx(m.path, Opts{1, 8, 0});
+    ASSERT_NE(probe, nullptr);
+    sluice_memory_plan plan;
+    ASSERT_EQ(sluice_memory_plan_get(probe, &plan), SLUICE_OK);
+    sluice_close(probe);
+    const uint64_t one = plan.checkpoints / 4;  // the default pool: 4 checkpoints
+    ASSERT_GT(one, 0u);
+    // Two and a half checkpoints' bytes: rounded down to two.
+    const Opts o{3, 8, (int64_t)(one * 5 / 2)};
+    sluice_ctx *ctx = open_ctx(m.path, o);
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
+    EXPECT_EQ(plan.checkpoints, 2 * one);
+    const auto a = ids(40, m.vocab, 4);
+    ASSERT_EQ(sluice_eval(ctx, a.data(), a.size(), nullptr), SLUICE_OK);  // checkpoints 8..40: 32 and 40 kept
+    sluice_stats s = stats(ctx);
+    EXPECT_EQ(s.checkpoints_held, 2u);
+    EXPECT_EQ(s.checkpoint_bytes, 2 * one);
+    EXPECT_EQ(s.checkpoint_capacity, 2u);
+    ASSERT_EQ(sluice_rewind(ctx, 20), SLUICE_OK);  // 8 and 16 were evicted: from 0
+    sluice_stats s2 = stats(ctx);
+    EXPECT_EQ(s2.rewind_tokens_reevaluated - s.rewind_tokens_reevaluated, 20u);
+    EXPECT_LE(s2.checkpoint_bytes, plan.checkpoints);
+    sluice_close(ctx);
+    check_turn(m, o, 40, 20, 7, 20);
+}
+
+TEST(PromptReuse, ErrorsAreReturnedAndLeaveTheSession) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];
+    sluice_ctx *ctx = open_ctx(m.path, Opts{});
+    ASSERT_NE(ctx, nullptr);
+    const auto a = ids(12, m.vocab, 5);
+    ASSERT_EQ(sluice_eval(ctx, a.data(), a.size(), nullptr), SLUICE_OK);
+    EXPECT_EQ(sluice_rewind(ctx, -1), SLUICE_E_RANGE);
+    EXPECT_NE(std::string(sluice_last_error(ctx)).find("outside"), std::string::npos) << sluice_last_error(ctx);
+    EXPECT_EQ(sluice_rewind(ctx, 13), SLUICE_E_RANGE);
+    EXPECT_EQ(sluice_n_past(ctx), 12);
+    int32_t small[4];
+    size_t n = 0;
+    EXPECT_EQ(sluice_session_tokens(ctx, small, 4, &n), SLUICE_E_RANGE);
+    EXPECT_EQ(n, 12u);
+    EXPECT_EQ(sluice_session_tokens(ctx, small, 4, nullptr), SLUICE_E_ARG);
+    // A loaded state has no token ids: a rewind that must re-evaluate is
+    // refused by name, and the session is untouched.
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("sluice-reuse-state-" + std::to_string(::getpid()))).string();
+    ASSERT_EQ(sluice_state_save(ctx, path.c_str()), SLUICE_OK);
+    ASSERT_EQ(sluice_state_load(ctx, path.c_str()), SLUICE_OK);
+    const std::vector<int32_t> unknown(12, -1);
+    EXPECT_EQ(session(ctx), unknown);
+    EXPECT_EQ(sluice_rewind(ctx, 5), SLUICE_E_STATE);
+    EXPECT_NE(std::string(sluice_last_error(ctx)).find("not known"), std::string::npos) << sluice_last_error(ctx);
+    EXPECT_EQ(sluice_n_past(ctx), 12);
+    EXPECT_EQ(sluice_rewind(ctx, 0), SLUICE_OK);  // the zero state needs no token
+    EXPECT_EQ(sluice_n_past(ctx), 0);
+    std::filesystem::remove(path);
+    sluice_close(ctx);
+}
+
+// warp's fixtures of the three families, when present: a rewind inside the
+// case's prompt and the rest fed again reproduce a fresh evaluation.
+TEST(PromptReuse, WarpFixturesBitIdentical) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    for (const std::string name : {"kimi-linear-tiny", "deepseek-yarn-tiny", "k3-tiny"}) {
+        const auto cases = fixture_cases(name);
+        std::vector<int32_t> prompt = cases[2].ids;
+        ReuseModel m{name, container_path(name), name != "deepseek-yarn-tiny", cases[2].vocab};
+        const size_t n = prompt.size();
+        ASSERT_GE(n, 4u) << name;
+        for (const Opts &o : {Opts{1, 2, 0}, Opts{3, 2, 0}}) {
+            sluice_ctx *ctx = open_ctx(m.path, o);
+            ASSERT_NE(ctx, nullptr);
+            const size_t V = (size_t)sluice_n_vocab(ctx);
+            std::vector<float> ref(V * n), got(V * n);
+            ASSERT_EQ(sluice_eval_all(ctx, prompt.data(), n, ref.data()), SLUICE_OK) << sluice_last_error(ctx);
+            for (size_t keep : {n / 2, (size_t)2, (size_t)0, n - 1}) {
+                ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK) << sluice_last_error(ctx);
+                ASSERT_EQ(sluice_eval_all(ctx, prompt.data() + keep, n - keep, got.data()), SLUICE_OK);
+                EXPECT_EQ(std::memcmp(got.data(), ref.data() + keep * V, (n - keep) * V * 4), 0)
+                    << name << ": keep " << keep << " of " << n << ", chunk " << o.chunk;
+            }
+            sluice_close(ctx);
+        }
+    }
+}
+
+}  // namespace
