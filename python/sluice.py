@@ -144,6 +144,9 @@ def load_library():
         "sluice_n_past": (_i32, [_c.c_void_p]),
         "sluice_eval": (S, [_c.c_void_p, P(_i32), _c.c_size_t, P(_f32)]),
         "sluice_reset": (S, [_c.c_void_p]),
+        "sluice_rewind": (S, [_c.c_void_p, _i32]),
+        "sluice_checkpoint": (S, [_c.c_void_p]),
+        "sluice_session_tokens": (S, [_c.c_void_p, P(_i32), _c.c_size_t, P(_c.c_size_t)]),
         "sluice_tokenize": (S, [_c.c_void_p, _c.c_char_p, _c.c_size_t, P(_i32), _c.c_size_t, P(_c.c_size_t)]),
         "sluice_tokenize_markup": (S, [_c.c_void_p, _c.c_char_p, _c.c_size_t, P(_i32), _c.c_size_t,
                                        P(_c.c_size_t)]),
@@ -338,6 +341,20 @@ class Model:
 
     def reset(self):
         self._check(self._lib.sluice_reset(self._live()))
+
+    def session_tokens(self):
+        """The session's tokens, one per position (-1: one no prompt can match)."""
+        buf, n = self._grow(lambda o, cap, pn: self._lib.sluice_session_tokens(self._live(), o, cap, pn),
+                            max(self.n_past, 1), _i32)
+        return list(buf[:n])
+
+    def rewind(self, n):
+        """Keeps the first n positions (prompt reuse; bit-identical to a fresh evaluation)."""
+        self._check(self._lib.sluice_rewind(self._live(), int(n)))
+
+    def checkpoint(self):
+        """Keeps the recurrent state here, so a later rewind to here evaluates nothing again."""
+        self._check(self._lib.sluice_checkpoint(self._live()))
 
     def save_state(self, path):
         self._check(self._lib.sluice_state_save(self._live(), os.fsencode(path)))

@@ -196,7 +196,8 @@ SLUICE_API sluice_status sluice_reset(sluice_ctx *ctx);
  * MLA layers' cache is cut at the target. KDA layers' recurrent state
  * cannot be cut: it is restored from the newest checkpoint at or before
  * the target (the zero state at 0) and the tokens from there are evaluated
- * again. Checkpoints are kept every checkpoint_interval positions (256),
+ * again. Checkpoints are kept every checkpoint_interval positions (256)
+ * inside multi-token evaluations (a one-token decode step takes none),
  * where sluice_checkpoint is called (the end of a prompt), and at each
  * rewind target, in a pool of checkpoint_bytes (4 checkpoints by default)
  * that evicts the least recently made or used first.

@@ -114,6 +114,20 @@ class Binding(unittest.TestCase):
                 y = other.eval(more)
         self.assertEqual([float(v) for v in x], [float(v) for v in y])
 
+    def test_rewind_reuses_a_prefix_bit_identically(self):
+        ids = [self.m.bos] + self.m.tokenize("And the earth was without form, and void")
+        self.m.reset()
+        fresh = [float(v) for v in self.m.eval(ids)]
+        self.m.checkpoint()
+        self.assertEqual(self.m.session_tokens(), ids)
+        self.m.rewind(3)
+        self.assertEqual(self.m.n_past, 3)
+        self.assertEqual(self.m.session_tokens(), ids[:3])
+        again = [float(v) for v in self.m.eval(ids[3:])]
+        self.assertEqual(fresh, again)
+        with self.assertRaises(sluice.SluiceError):
+            self.m.rewind(len(ids) + 1)
+
     def test_plan(self):
         p = sluice.plan(MODEL, budget="1G", ctx=256)
         print(f"plan: floor {p['floor']} budget {p['budget']} cache {p['cache']} ({p['choice']})")

@@ -322,7 +322,11 @@ Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool
     // The image queue is armed for this call's tokens only; once any row
     // was used the whole queue is spent (VISION.md §6.3).
     splice_cursor_ = 0;
-    const int every = ckpt_capacity_ > 0 ? opt_.checkpoint_interval : 0;
+    // Interval checkpoints are for prompts: a decode step (n = 1) takes
+    // none, since in a small pool the reply's would evict the prompt's end,
+    // which is where a next turn that re-renders the reply (a client that
+    // drops the reasoning) diverges.
+    const int every = ckpt_capacity_ > 0 && n > 1 ? opt_.checkpoint_interval : 0;
     for (int64_t t0 = 0, m = 0; t0 < n; t0 += m) {
         m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
         // A chunk that crosses a checkpoint position is cut there, so the

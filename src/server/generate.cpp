@@ -177,14 +177,16 @@ bool build_prompt(Model &m, const GenRequest &req, std::vector<int32_t> *prompt,
 
 // Prompt reuse (cache_prompt): keeps the longest prefix the session shares
 // with the prompt, never all of it (the last prompt token is evaluated for
-// its logits): *kept is its length, 0 after a reset. Not for a prompt with
+// its logits): *kept is its length, 0 after a reset; *cached the part of it
+// not evaluated again (a rewind re-evaluates from the newest checkpoint). Not for a prompt with
 // images (a pad token's id does not say which image row it takes) nor for
 // echo with logprobs (every prompt token is scored). *reusable: the model
 // can rewind and this request takes part.
 bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, bool images, size_t *kept,
-                  bool *reusable, ApiError *err) {
+                  size_t *cached, bool *reusable, ApiError *err) {
     std::string e;
     *kept = 0;
+    *cached = 0;
     *reusable = false;
     if (req.cache_prompt && !images && !(req.echo && req.logprobs)) {
         std::vector<int32_t> have;
@@ -195,7 +197,12 @@ bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &p
             while (k < most && have[k] == prompt[k]) k++;
             // A failed rewind (a token it must evaluate again is unknown, an
             // I/O error) falls back to a fresh session.
-            if (k > 0 && m.rewind(k, &e)) return *kept = k, true;
+            size_t again = 0;
+            if (k > 0 && m.rewind(k, &again, &e)) {
+                *kept = k;
+                *cached = k - std::min(k, again);
+                return true;
+            }
         }
     }
     if (!m.reset(&e)) return *err = server_error("cannot reset the session: " + e), false;
@@ -368,9 +375,9 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
 
     std::string e;
     const bool images = req.kind == Endpoint::chat && request_has_images(req);
-    size_t cached = 0;
+    size_t kept = 0, cached = 0;
     bool reusable = false;
-    if (!reuse_prefix(m, req, prompt, images, &cached, &reusable, err)) return false;
+    if (!reuse_prefix(m, req, prompt, images, &kept, &cached, &reusable, err)) return false;
     const int32_t V = m.vocab();
     std::vector<float> logits((size_t)V), lp;
     std::vector<int32_t> order;
@@ -381,7 +388,7 @@ bool generate(Model &m, const GenRequest &req, std::chrono::steady_clock::time_p
             for (int32_t id : prompt) info.text += m.token_bytes(id);
         else info.text = req.prompt_text;
     }
-    if (!eval_prompt(m, req, prompt, cached, reusable, obs, &info, &logits, err)) return false;
+    if (!eval_prompt(m, req, prompt, kept, reusable, obs, &info, &logits, err)) return false;
     obs.on_prompt(std::move(info));
 
     std::string serr;

@@ -54,7 +54,7 @@ struct Delta {
 struct GenResult {
     std::string finish_reason;  // "stop", "length" or "tool_calls"
     int prompt_tokens = 0;
-    int cached_tokens = 0;  // prompt tokens the session already held (not evaluated again)
+    int cached_tokens = 0;  // prompt tokens the session held and did not evaluate again
     int completion_tokens = 0;
     int reasoning_tokens = -1;  // K3: tokens generated in the think channel; -1: not reported
     // K3 chat: the whole OpenAI message (content, reasoning_content,

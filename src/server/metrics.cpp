@@ -59,8 +59,8 @@ std::string Metrics::render(const SchedulerStats &q, const std::string &model) c
     metric(o, "sluice_prompt_tokens_total", "counter", "Prompt tokens evaluated for requests.");
     o += "sluice_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
     metric(o, "sluice_prompt_tokens_cached_total", "counter",
-           "Prompt tokens the session already held (cache_prompt): counted in sluice_prompt_tokens_total, not "
-           "evaluated again.");
+           "Prompt tokens the session held and did not evaluate again (cache_prompt); part of "
+           "sluice_prompt_tokens_total.");
     o += "sluice_prompt_tokens_cached_total " + std::to_string(cached_tokens_) + "\n";
     metric(o, "sluice_completion_tokens_total", "counter", "Tokens generated (reasoning included).");
     o += "sluice_completion_tokens_total " + std::to_string(completion_tokens_) + "\n";

@@ -110,14 +110,16 @@ public:
     virtual bool reset(std::string *err) = 0;
     // Prompt reuse (include/sluice/sluice.h, sluice_rewind): the tokens the
     // session holds (-1: a position no prompt matches), keeping only the
-    // first n of them, and a checkpoint at the end of a prompt. A model
-    // without them (false) is reset before every prompt.
+    // first n of them (*again: how many of those it evaluated again, from a
+    // checkpoint), and a checkpoint at the end of a prompt. A model without
+    // them (false) is reset before every prompt.
     virtual bool session_tokens(std::vector<int32_t> *out) {
         out->clear();
         return false;
     }
-    virtual bool rewind(size_t n, std::string *err) {
+    virtual bool rewind(size_t n, size_t *again, std::string *err) {
         (void)n;
+        *again = 0;
         *err = "this model cannot rewind";
         return false;
     }

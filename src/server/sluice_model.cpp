@@ -217,9 +217,14 @@ public:
                                       });
         return st == SLUICE_OK;
     }
-    bool rewind(size_t n, std::string *err) override {
+    bool rewind(size_t n, size_t *again, std::string *err) override {
+        sluice_stats before{}, after{};
+        *again = 0;
+        const bool counted = sluice_stats_get(ctx_, &before) == SLUICE_OK;
         sluice_status st = sluice_rewind(ctx_, (int32_t)n);
         if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
+        if (counted && sluice_stats_get(ctx_, &after) == SLUICE_OK)
+            *again = (size_t)(after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated);
         return true;
     }
     void checkpoint() override { sluice_checkpoint(ctx_); }

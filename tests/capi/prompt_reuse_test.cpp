@@ -286,3 +286,33 @@ TEST(PromptReuse, WarpFixturesBitIdentical) {
 }
 
 }  // namespace
+
+namespace {
+
+// Decode steps (one token per eval) take no interval checkpoint: a long
+// reply must not evict the checkpoint where its prompt ended.
+TEST(PromptReuse, DecodeStepsKeepThePromptEndCheckpoint) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];
+    sluice_ctx *probe = open_ctx(m.path, Opts{});
+    ASSERT_NE(probe, nullptr);
+    sluice_memory_plan plan;
+    ASSERT_EQ(sluice_memory_plan_get(probe, &plan), SLUICE_OK);
+    sluice_close(probe);
+    const Opts o{4, 8, (int64_t)(plan.checkpoints / 4 * 2)};  // a pool of 2
+    sluice_ctx *ctx = open_ctx(m.path, o);
+    ASSERT_NE(ctx, nullptr);
+    const auto a = ids(60, m.vocab, 6);
+    ASSERT_EQ(sluice_eval(ctx, a.data(), 19, nullptr), SLUICE_OK);  // checkpoints 8, 16
+    ASSERT_EQ(sluice_checkpoint(ctx), SLUICE_OK);                   // 19: 8 evicted
+    for (size_t i = 19; i < a.size(); i++) ASSERT_EQ(sluice_eval(ctx, &a[i], 1, nullptr), SLUICE_OK);
+    const sluice_stats s0 = stats(ctx);
+    EXPECT_EQ(s0.checkpoints_held, 2u);
+    ASSERT_EQ(sluice_rewind(ctx, 21), SLUICE_OK);  // from the prompt's end: 2 tokens again
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 2u);
+    sluice_close(ctx);
+}
+
+}  // namespace
