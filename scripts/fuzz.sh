@@ -7,7 +7,7 @@
 # The size parsers run with tests/fuzz/extremes.dict (values at and past the
 # bounds, so products overflow), fuzz_container also puts special files (a
 # FIFO, a directory, symlinks to a device or a FIFO) in place of container
-# files, and fuzz_receipt feeds `kld report` receipts (issue 32).
+# files (issue 32).
 # Each harness links the few sources it needs (no CMake build). Objects are
 # compiled once into build-fuzz/obj and shared between harnesses, through a
 # generated Makefile (make -j$FUZZ_JOBS, default 2), so adding a harness costs
@@ -69,16 +69,12 @@ declare -A SRC=(
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp src/common/checked_file.cpp"
   [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
   [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
-  # Compare receipts as `kld report` and `kld paired --receipts` load them
-  # (issue 32: a receipt whose integrity check failed is refused, never ranked).
-  [fuzz_receipt]="src/kld/report/report.cpp src/kld/report/report_html.cpp src/kld/stats/npstats.cpp
-    src/kld/kld_common.cpp src/format/safetensors.cpp $FILE_IO $SHA256"
   # Session state needs a whole engine (and the generator for its model).
   [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
     src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
-  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_receipt fuzz_session"
+  fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"
 
 # The Makefile: one object per source (with -MMD header dependencies), one
 # link per harness.
@@ -137,7 +133,7 @@ for h in ${ONLY:-$HARNESSES}; do
   echo "== $h: ${SECS}s"
   # Sizes near overflow (issue 32) for the parsers that multiply them.
   dict=""
-  case "$h" in fuzz_manifest|fuzz_container|fuzz_safetensors|fuzz_checkpoint|fuzz_receipt|fuzz_suite|fuzz_llamakld)
+  case "$h" in fuzz_manifest|fuzz_container|fuzz_safetensors|fuzz_checkpoint|fuzz_suite|fuzz_llamakld)
     dict="-dict=tests/fuzz/extremes.dict" ;;
   esac
   # RUNS caps the executions instead of the time (a recorded run of N execs).
