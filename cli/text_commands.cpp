@@ -22,8 +22,9 @@
 
 namespace sluice {
 
-namespace {
-
+// The commands' arguments have external linkage: TextCommands (declared in
+// commands.h) holds them, and GCC's -Wsubobject-linkage fires on a member of
+// an anonymous-namespace type once the unity build includes this file.
 struct RunArgs {
     std::string model, prompt, system;
     std::string json_schema;  // a file: constrain the output to JSON valid under it
@@ -55,6 +56,8 @@ struct DetokArgs {
     std::string model;
     std::vector<std::string> ids;
 };
+
+namespace {
 
 std::string read_stdin() {
     std::string s((std::istreambuf_iterator<char>(std::cin)), std::istreambuf_iterator<char>());
