@@ -136,6 +136,7 @@ std::FILE *OutputFile::stream() {
 
 Status OutputFile::write(const void *p, size_t n) {
     if (fd_ < 0) return io_error(path_ + ": not open for writing");
+    if (n == 0) return Status::ok();  // p may be an empty vector's null data(): fwrite's buffer is non-null
     if (f_) {
         if (std::fwrite(p, 1, n, f_) != n) {
             failed_ = true;

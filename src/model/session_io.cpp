@@ -59,17 +59,21 @@ Status Engine::save_state(const std::string &path) const {
     const std::string tmp = out.temp_path();
     FILE *f = out.stream();
     if (!f) return io_error(path + ": cannot create the state file");
+    // An empty session's MLA cache is an empty vector whose data() is null:
+    // fwrite's buffer is declared non-null, so passing it even with a zero
+    // count is undefined (UBSan aborted `/save` of a fresh chat).
+    const auto put = [f](const std::vector<float> &v) {
+        return v.empty() || std::fwrite(v.data(), 4, v.size(), f) == v.size();
+    };
     bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
     for (int L = 0; ok && L < c_.config().n_layers; L++) {
         if (c_.config().is_kda[(size_t)L]) {
             const KdaState &k = kda_[(size_t)L];
-            ok = std::fwrite(k.S.data(), 4, k.S.size(), f) == k.S.size() &&
-                 std::fwrite(k.ring.data(), 4, k.ring.size(), f) == k.ring.size();
+            ok = put(k.S) && put(k.ring);
         } else {
             const MlaState &m = mla_[(size_t)L];
             const int32_t len = m.len;
-            ok = std::fwrite(&len, 4, 1, f) == 1 &&
-                 std::fwrite(m.cache.data(), 4, m.cache.size(), f) == m.cache.size();
+            ok = std::fwrite(&len, 4, 1, f) == 1 && put(m.cache);
         }
     }
     int werr = ok ? 0 : errno;
@@ -127,6 +131,7 @@ Status Engine::load_state(const std::string &path) {
                                 std::to_string(count * 4) + " bytes of " + what + " at offset " + std::to_string(off) +
                                 ", the file has " + std::to_string(f.size()));
         dst->resize((size_t)count);
+        if (count == 0) return Status::ok();  // data() may be null: nothing to read into
         SLUICE_TRY(f.pread_all(dst->data(), (size_t)count * 4, off));
         off += count * 4;
         return Status::ok();

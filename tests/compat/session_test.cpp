@@ -54,6 +54,30 @@ TEST(Session, SaveLoadContinuesBitIdentically) {
     }
 }
 
+// A fresh session (no token evaluated) has empty MLA caches: saving it once
+// passed a null buffer to fwrite, which UBSan aborts on (`chat` then `/save`).
+TEST(Session, EmptySessionSavesAndLoads) {
+    if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
+    for (const std::string name : {"kimi-linear-tiny", "deepseek-yarn-tiny"}) {
+        const auto ids = fixture_cases(name)[0].ids;
+        sluice_ctx *a = open_model(name);
+        const int V = sluice_n_vocab(a);
+        std::vector<float> ref((size_t)V), got((size_t)V);
+        ASSERT_EQ(sluice_eval(a, ids.data(), ids.size(), ref.data()), SLUICE_OK);
+        ASSERT_EQ(sluice_reset(a), SLUICE_OK);
+        const std::string path = tmp_path(name + "-empty");
+        ASSERT_EQ(sluice_state_save(a, path.c_str()), SLUICE_OK) << sluice_last_error(a);
+        sluice_ctx *b = open_model(name);
+        ASSERT_EQ(sluice_state_load(b, path.c_str()), SLUICE_OK) << sluice_last_error(b);
+        EXPECT_EQ(sluice_n_past(b), 0);
+        ASSERT_EQ(sluice_eval(b, ids.data(), ids.size(), got.data()), SLUICE_OK);
+        EXPECT_EQ(std::memcmp(ref.data(), got.data(), (size_t)V * 4), 0) << name;
+        sluice_close(a);
+        sluice_close(b);
+        fs::remove(path);
+    }
+}
+
 TEST(Session, RefusesOtherModelsAndDamage) {
     if (!have_fixtures()) GTEST_SKIP() << "no fixtures at " << warp_dir();
     sluice_ctx *a = open_model("kimi-linear-tiny");
