@@ -50,8 +50,11 @@ def sh(cmd):
 
 rev = sh("git rev-parse --short HEAD") + ("" if sh("git status --porcelain --untracked-files=no") == "" else "+dirty")
 print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} commit {rev}")
-print(f"# {sh('grep -m1 \"model name\" /proc/cpuinfo | cut -d: -f2').strip()}, {os.cpu_count()} cores, "
-      f"load {open('/proc/loadavg').read().split()[0:3]}")
+cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2")
+flags = open("/proc/cpuinfo").read()
+isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
+load = " ".join(open("/proc/loadavg").read().split()[0:3])
+print(f"# {cpu}, {isa}, {os.cpu_count()} cores; load {load}")
 probe = os.path.join(a.build, "bench", "bench_disk_probe")
 if os.access(probe, os.X_OK):
     drop()
