@@ -14,7 +14,7 @@ and takes the peak RSS from wait4. The disk is probed in the same run
 (bench_disk_probe). Prints one row per run and, per budget, the median
 first token and its ratio to the first budget's.
 
-usage: first_token_budgets.py MODEL [--build build] [--budgets 3G,8G,16G]
+usage: first_token_budgets.py MODEL [--build build] [--sluice BIN] [--budgets 3G,8G,16G]
        [--rounds 2] [--prompt 16] [--gen 16] [--threads 2]
 Needs root to drop the page cache; without it the rows say "kept".
 """
@@ -23,13 +23,14 @@ import argparse, os, re, statistics, subprocess, sys, time
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
 ap.add_argument("--build", default="build")
+ap.add_argument("--sluice", help="the binary (default BUILD/sluice): to compare two builds, alternate calls")
 ap.add_argument("--budgets", default="3G,8G,16G")
 ap.add_argument("--rounds", type=int, default=2)
 ap.add_argument("--prompt", type=int, default=16)
 ap.add_argument("--gen", type=int, default=16)
 ap.add_argument("--threads", type=int, default=2)
 a = ap.parse_args()
-sluice = os.path.join(a.build, "sluice")
+sluice = a.sluice or os.path.join(a.build, "sluice")
 if not os.path.isfile(os.path.join(a.model, "manifest.json")):
     sys.exit(f"first_token_budgets: no container at {a.model}; write one with: {sluice} synth --out {a.model} --jobs 2")
 
