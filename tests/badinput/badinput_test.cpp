@@ -40,6 +40,14 @@ protected:
         }
         return dst.string();
     }
+    // The manifest's integrity record, as `sluice convert` writes it, for
+    // the container's own trunk.bin and codebooks.bin.
+    static void add_integrity(const std::string &c) {
+        std::string th, ch;
+        ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
+        ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
+        edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    }
     static void edit_manifest(const std::string &c, const std::function<void(nlohmann::json &)> &fn) {
         std::ifstream in(c + "/manifest.json");
         nlohmann::json j = nlohmann::json::parse(in);
@@ -338,10 +346,7 @@ struct TrunkChangesAfterTheCheck : sluice::IoFaultHook {
 
 TEST_F(BadInput, VerifyChecksTheTrunkBytesThatAreLoaded) {
     std::string c = copy("kimi-linear-tiny");
-    std::string th, ch;
-    ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
-    ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
-    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    ASSERT_NO_FATAL_FAILURE(add_integrity(c));
     ASSERT_LT(fs::file_size(c + "/trunk.bin"), 1u << 20) << "the hook assumes one read for the checking pass";
     sluice_config cfg;
     sluice_config_default(&cfg);
@@ -426,10 +431,7 @@ TEST_F(BadInput, OutputsNeverReplaceANonRegularFile) {
 // edit no record crc covers is caught by --verify at open.
 TEST_F(BadInput, TrunkChecksumCatchesAnEditUnderVerify) {
     std::string c = copy("kimi-linear-tiny");
-    std::string th, ch;
-    ASSERT_TRUE(sluice::sha256_file(c + "/trunk.bin", &th));
-    ASSERT_TRUE(sluice::sha256_file(c + "/codebooks.bin", &ch));
-    edit_manifest(c, [&](nlohmann::json &j) { j["integrity"] = {{"trunk_sha256", th}, {"codebooks_sha256", ch}}; });
+    ASSERT_NO_FATAL_FAILURE(add_integrity(c));
     sluice_config cfg;
     sluice_config_default(&cfg);
     cfg.verify_records = 1;

@@ -46,6 +46,18 @@ std::vector<std::string> test_vocab(size_t extra, uint64_t seed) {
     return v;
 }
 
+// Sampling that draws from the whole distribution (no top-k/top-p/min-p cut),
+// so only the grammar's mask limits what is drawn.
+sluice::sample::Params unfiltered(uint64_t seed) {
+    sluice::sample::Params p;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = seed;
+    return p;
+}
+
 }  // namespace
 
 TEST(Grammar, MatcherAcceptsAndRefuses) {
@@ -155,13 +167,7 @@ TEST(Grammar, RandomLogitGenerationsParse) {
         lim.max_any_depth = 3;
         auto g = std::make_shared<Grammar>(*s ? compile(s, lim) : any_json_object(lim));
         for (uint64_t seed = 1; seed <= 30; seed++) {
-            sluice::sample::Params p;
-            p.temperature = 1.0f;
-            p.top_k = 0;
-            p.top_p = 1.0f;
-            p.min_p = 0.0f;
-            p.seed = seed;
-            sluice::sample::Sampler smp(p);
+            sluice::sample::Sampler smp(unfiltered(seed));
             auto c = std::make_shared<GrammarConstraint>(g, table, std::vector<int32_t>{kEnd});
             smp.set_constraint(c);
             std::mt19937_64 rng(seed * 977);
@@ -210,13 +216,7 @@ TEST(Grammar, FinishNowEndsWithinTheLimit) {
         for (int32_t slack : {0, 1, 3, 10, 60}) {
             const int32_t limit = shortest + slack;
             for (uint64_t seed = 1; seed <= 12; seed++) {
-                sluice::sample::Params p;
-                p.temperature = 1.0f;
-                p.top_k = 0;
-                p.top_p = 1.0f;
-                p.min_p = 0.0f;
-                p.seed = seed;
-                sluice::sample::Sampler smp(p);
+                sluice::sample::Sampler smp(unfiltered(seed));
                 auto c = std::make_shared<GrammarConstraint>(g, table, std::vector<int32_t>{kEnd});
                 smp.set_constraint(c);
                 std::mt19937_64 rng(seed * 131 + (uint64_t)slack);
