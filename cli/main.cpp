@@ -25,7 +25,7 @@ struct Common {
     int threads = 0;
     std::string backend = "auto";
     bool verify = false;
-    int chunk = 0;
+    int chunk = 0, wave = 0;
     int ctx_len = 0;
     std::string budget = "0";
     bool no_cache = false, no_readahead = false, no_lookahead = false, no_direct = false, no_hotlist = false;
@@ -44,6 +44,10 @@ void add_common(CLI::App *app, Common *c) {
         ->check(CLI::IsMember({"auto", "scalar", "avx2", "avx512", "neon"}));
     app->add_flag("--verify", c->verify, "check the CRC32 of every expert record read");
     app->add_option("--chunk", c->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
+    app->add_option("--wave", c->wave,
+                    "prompt tokens per expert-major prefill wave: each routed record is read once per wave "
+                    "(default 0: the memory plan's, up to --ctx)")
+        ->check(CLI::Range(0, 1 << 24));
     app->add_option("--ctx", c->ctx_len, "maximum context length (default 4096)")->check(CLI::Range(0, 1 << 24));
     app->add_option("--budget", c->budget, "hard RAM budget, e.g. 2G (default 0: choose; see `sluice plan`)");
     app->add_flag("--no-cache", c->no_cache, "no expert cache beyond the records in use");
@@ -88,6 +92,7 @@ sluice_config to_config(const Common &c) {
                                           : SLUICE_BACKEND_AUTO;
     cfg.verify_records = c.verify ? 1 : 0;
     cfg.prefill_chunk = c.chunk;
+    cfg.prefill_wave = c.wave;
     cfg.max_context = c.ctx_len;
     budget_bytes(c, &cfg.budget_bytes);
     cfg.no_cache = c.no_cache;
@@ -155,6 +160,19 @@ void print_stats(sluice_ctx *ctx) {
                  s.direct_io ? "O_DIRECT" : "buffered: the filesystem refused O_DIRECT", s.io_engine, s.io_depth,
                  s.seconds_io_wait, s.seconds_eval - s.seconds_io_wait, s.cache_bytes_used / 1048576.0,
                  s.cache_bytes / 1048576.0, s.cache_policy);
+    if (s.prefill_moe_layers > 0) {
+        // How many times each MoE layer's routed records were read for the
+        // last prompt (1.00 = once; the expert-major prefill's measure).
+        std::vector<double> per((size_t)s.prefill_moe_layers);
+        sluice_prefill_layer_reads(ctx, per.data(), (int32_t)per.size());
+        std::string list;
+        for (double r : per) list += (list.empty() ? "" : " ") + std::to_string(r).substr(0, 4);
+        std::fprintf(stderr,
+                     "stats: prefill: last prompt %llu tokens in %llu waves (largest %d); records read per routed "
+                     "record, per MoE layer: mean %.2f, max %.2f [%s]\n",
+                     (unsigned long long)s.prefill_tokens, (unsigned long long)s.prefill_waves, s.prefill_wave_tokens,
+                     s.prefill_reads_per_record_mean, s.prefill_reads_per_record_max, list.c_str());
+    }
     if (s.lookahead_guesses)
         std::fprintf(stderr, "stats: lookahead guessed %llu records, %llu used, %llu withdrawn before reading\n",
                      (unsigned long long)s.lookahead_guesses, (unsigned long long)s.lookahead_guesses_used,
@@ -510,7 +528,7 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu,"
                     "\"runtime\":%llu,\"allocator_slack\":%llu,\"thread_stacks\":%llu,\"threads\":%d,"
                     "\"page_tables\":%llu,\"available\":%llu,\"reserve\":%llu,\"max_useful\":%llu,"
-                    "\"checkpoints\":%llu}\n",
+                    "\"checkpoints\":%llu,\"wave_tokens\":%d,\"wave\":%llu}\n",
                     sluice::json_quote(model).c_str(), p.context, (unsigned long long)p.trunk,
                     (unsigned long long)p.kda_state, (unsigned long long)p.mla_kv, (unsigned long long)p.scratch,
                     (unsigned long long)p.min_cache, (unsigned long long)p.floor, (unsigned long long)p.vision,
@@ -520,7 +538,7 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     (unsigned long long)p.runtime, (unsigned long long)p.allocator_slack,
                     (unsigned long long)p.thread_stacks, p.threads, (unsigned long long)p.page_tables,
                     (unsigned long long)p.available, (unsigned long long)p.reserve, (unsigned long long)p.max_useful,
-                    (unsigned long long)p.checkpoints);
+                    (unsigned long long)p.checkpoints, p.wave_tokens, (unsigned long long)p.wave);
         return 0;
     }
     std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
@@ -551,6 +569,8 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                 gib(p.reserve));
     std::printf("  most the model can use    %10.3f GiB  (floor + every expert record)\n", gib(p.max_useful));
     std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
+    std::printf("  prefill wave              %10.3f GiB  (%d tokens: each routed record read once per wave; from "
+                "the cache's room)\n", gib(p.wave), p.wave_tokens);
     std::printf("  expert cache              %10.3f GiB  (%.0f records)\n", gib(p.cache),
                 p.record_bytes ? (double)p.cache / p.record_bytes : 0.0);
     if (have_default) std::printf("  default budget            %10.3f GiB  (%s)\n", gib(d.budget), d.choice);

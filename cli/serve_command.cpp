@@ -42,7 +42,7 @@ struct ServeCommand {
     // Engine flags, as the other commands take them (cli/main.cpp's common options).
     bool verify = false, no_direct = false, no_hotlist = false, no_cache = false, no_readahead = false,
          no_lookahead = false;
-    int chunk = 0, io_threads = 0, io_depth = 0;
+    int chunk = 0, wave = 0, io_threads = 0, io_depth = 0;
     std::string hotlist, learn, backend = "auto", io_engine = "auto", cache_policy = "freq";
     std::string cpus;
     bool exclusive_open = false, mlock = false;
@@ -101,6 +101,9 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
                   "instead of the model's choices ({\"prefix\": TEXT}: those tokens, then the model samples on)");
     a->add_flag("--verify", s->verify, "check the CRC32 of every expert record read");
     a->add_option("--chunk", s->chunk, "prefill chunk size in tokens (default 64)")->check(CLI::Range(0, 4096));
+    a->add_option("--wave", s->wave,
+                  "prompt tokens per expert-major prefill wave (default 0: the memory plan's, up to the context)")
+        ->check(CLI::Range(0, 1 << 24));
     a->add_option("--io-threads", s->io_threads, "expert reads in flight, as --io-depth (-1 = synchronous reads)")
         ->check(CLI::Range(-1, 64));
     a->add_option("--io-depth", s->io_depth, "expert reads in flight (default 8)")->check(CLI::Range(0, 256));
@@ -207,6 +210,7 @@ int serve(ServeCommand &s) {
     cfg.vision = s.vision ? 1 : 0;
     cfg.verify_records = s.verify ? 1 : 0;
     cfg.prefill_chunk = s.chunk;
+    cfg.prefill_wave = s.wave;
     cfg.io_threads = s.io_threads;
     cfg.io_depth = s.io_depth;
     cfg.io_engine = s.io_engine == "uring"     ? SLUICE_IO_URING

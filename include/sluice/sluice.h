@@ -118,6 +118,14 @@ typedef struct sluice_config {
                                     (4 checkpoints); < 0 = no pool (a rewind re-evaluates from 0) */
     int32_t checkpoint_interval; /* positions between checkpoints; 0 = default (256); < 0 = none at
                                     intervals (end-of-prompt and rewind-target ones are still kept) */
+    /* Expert-major prefill: a prompt runs through each layer in waves of up
+     * to this many tokens, and each routed record is read once per wave
+     * (the attention still runs prefill_chunk tokens at a time). 0 = the
+     * memory plan's choice (sluice_memory_plan.wave_tokens: up to
+     * max_context, within a quarter of the budget's room above the floor);
+     * 1 = token at a time. A given wave is part of the floor. Timing only:
+     * results are bit-identical. */
+    int32_t prefill_wave;
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -417,7 +425,18 @@ typedef struct sluice_stats {
     uint64_t checkpoint_capacity;   /* checkpoints the pool holds at most */
     uint64_t rewind_restores;       /* rewinds that restored KDA state (a checkpoint or the zero state) */
     uint64_t rewind_tokens_reevaluated; /* tokens rewinds evaluated again, checkpoint to target */
+    /* Expert-major prefill, for the last eval of more than one token. */
+    int32_t prefill_wave_tokens;    /* the largest wave */
+    uint64_t prefill_waves;         /* waves it took */
+    uint64_t prefill_tokens;        /* its tokens */
+    int32_t prefill_moe_layers;     /* MoE layers in the two numbers below */
+    double prefill_reads_per_record_mean; /* per MoE layer: records read / distinct records routed to */
+    double prefill_reads_per_record_max;  /* (1.0 = each read once; lookahead guesses count) */
 } sluice_stats;
+/* Per MoE layer, in layer order, of the last eval of more than one token:
+ * records read / distinct records its tokens were routed to. Writes at most
+ * cap values and returns how many layers there are (0 before any prompt). */
+SLUICE_API int32_t sluice_prefill_layer_reads(sluice_ctx *ctx, double *out, int32_t cap);
 SLUICE_API sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out);
 
 /*
@@ -470,6 +489,9 @@ typedef struct sluice_memory_plan {
     uint64_t reserve;          /* left to the OS and page cache by the default budget */
     uint64_t max_useful;       /* the budget that caches every expert record: no default goes above it */
     uint64_t checkpoints;      /* the prompt-reuse checkpoint pool (part of floor) */
+    int32_t wave_tokens;       /* the largest prefill wave (sluice_config.prefill_wave) */
+    uint64_t wave;             /* its state beyond the chunk's scratch: part of floor when the wave was
+                                  given, else taken from the cache's room */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is

@@ -164,6 +164,9 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
         if (cfg.n_threads == 0) opt.n_threads = (int)opt.cpus.size();  // one thread per CPU listed
     }
     opt.lock_memory = cfg.lock_memory != 0;
+    if (cfg.prefill_wave < 0 || cfg.prefill_wave > (1 << 24))
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: prefill_wave must be in [0, 2^24]");
+    opt.prefill_wave = cfg.prefill_wave;
     if (cfg.checkpoint_interval > (1 << 24))
         return fail(ctx, SLUICE_E_ARG, "sluice_open: checkpoint_interval must be at most 2^24");
     opt.checkpoint_interval = cfg.checkpoint_interval == 0 ? sluice::kCheckpointInterval
@@ -443,7 +446,23 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->checkpoint_capacity = cs.capacity;
     out->rewind_restores = cs.restores;
     out->rewind_tokens_reevaluated = cs.reevaluated;
+    const sluice::PrefillStats pf = ctx->engine.prefill_stats();
+    out->prefill_wave_tokens = (int32_t)std::min<int64_t>(pf.wave_tokens, INT32_MAX);
+    out->prefill_waves = pf.waves;
+    out->prefill_tokens = pf.tokens;
+    out->prefill_moe_layers = (int32_t)pf.layer_reads.size();
+    for (double r : pf.layer_reads) {
+        out->prefill_reads_per_record_mean += r / (double)pf.layer_reads.size();
+        out->prefill_reads_per_record_max = std::max(out->prefill_reads_per_record_max, r);
+    }
     return SLUICE_OK;
+}
+
+int32_t sluice_prefill_layer_reads(sluice_ctx *ctx, double *out, int32_t cap) {
+    if (!ctx || !ctx->opened || ctx->engine.metadata_only()) return 0;
+    const sluice::PrefillStats pf = ctx->engine.prefill_stats();
+    for (int32_t i = 0; out && i < cap && i < (int32_t)pf.layer_reads.size(); i++) out[i] = pf.layer_reads[(size_t)i];
+    return (int32_t)pf.layer_reads.size();
 }
 
 sluice_status sluice_save_usage(sluice_ctx *ctx, const char *path) {
@@ -494,6 +513,8 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->allocator_slack = p.allocator_slack;
     out->thread_stacks = p.thread_stacks;
     out->page_tables = p.page_tables;
+    out->wave_tokens = (int32_t)std::min<int64_t>(p.wave_tokens, INT32_MAX);
+    out->wave = p.wave;
     out->threads = p.threads;
     out->available = p.available;
     out->reserve = p.reserve;

@@ -27,12 +27,11 @@ void Engine::drop_checkpoints_after(int pos) {
     }
 }
 
-void Engine::checkpoint() {
-    if (ckpt_capacity_ == 0 || pos_ == 0) return;
+Checkpoint &Engine::checkpoint_slot(int pos) {
     for (Checkpoint &c : ckpts_)
-        if (c.pos == pos_) {
+        if (c.pos == pos) {
             c.seq = ++ckpt_seq_;
-            return;
+            return c;
         }
     Checkpoint c;
     if (ckpts_.size() >= ckpt_capacity_) {
@@ -50,12 +49,29 @@ void Engine::checkpoint() {
     c.kda.resize((size_t)cfg.n_layers);
     for (int L = 0; L < cfg.n_layers; L++) {
         if (!cfg.is_kda[(size_t)L]) continue;
-        c.kda[(size_t)L].S.assign(kda_[(size_t)L].S.begin(), kda_[(size_t)L].S.end());
-        c.kda[(size_t)L].ring.assign(kda_[(size_t)L].ring.begin(), kda_[(size_t)L].ring.end());
+        c.kda[(size_t)L].S.resize(kda_[(size_t)L].S.size());
+        c.kda[(size_t)L].ring.resize(kda_[(size_t)L].ring.size());
     }
-    c.pos = pos_;
+    c.pos = pos;
     c.seq = ++ckpt_seq_;
     ckpts_.push_back(std::move(c));
+    return ckpts_.back();
+}
+
+void Engine::checkpoint() {
+    if (ckpt_capacity_ == 0 || pos_ == 0) return;
+    for (const Checkpoint &c : ckpts_)
+        if (c.pos == pos_) {
+            checkpoint_slot(pos_);  // refresh: it already holds this state
+            return;
+        }
+    Checkpoint &c = checkpoint_slot(pos_);
+    const ModelConfig &cfg = c_.config();
+    for (int L = 0; L < cfg.n_layers; L++) {
+        if (!cfg.is_kda[(size_t)L]) continue;
+        std::copy(kda_[(size_t)L].S.begin(), kda_[(size_t)L].S.end(), c.kda[(size_t)L].S.begin());
+        std::copy(kda_[(size_t)L].ring.begin(), kda_[(size_t)L].ring.end(), c.kda[(size_t)L].ring.begin());
+    }
 }
 
 CheckpointStats Engine::checkpoint_stats() const {

@@ -61,7 +61,8 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     const int readers = opt_.io_depth > 0 ? read_queue_threads(opt_.io_engine, opt_.io_depth) : 0;
     const int threads = std::max(1, opt_.n_threads) + readers + 2;
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, paths, &plan_,
-                           vision_bytes, threads, opt_.checkpoint_bytes));
+                           vision_bytes, threads, opt_.checkpoint_bytes, opt_.prefill_wave));
+    wave_tokens_ = std::max<int64_t>(1, plan_.wave_tokens);
     if (const uint64_t one = checkpoint_bytes(cfg)) ckpt_capacity_ = (size_t)(plan_.checkpoints / one);
     progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
@@ -313,134 +314,6 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         routes_.clear();
     }
     return st;
-}
-
-Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool all) {
-    const ModelConfig &cfg = c_.config();
-    const int64_t V = cfg.vocab;
-    const auto t_start = std::chrono::steady_clock::now();
-    // The image queue is armed for this call's tokens only; once any row
-    // was used the whole queue is spent (VISION.md §6.3).
-    splice_cursor_ = 0;
-    // Interval checkpoints are for prompts: a decode step (n = 1) takes
-    // none, since in a small pool the reply's would evict the prompt's end,
-    // which is where a next turn that re-renders the reply (a client that
-    // drops the reasoning) diverges.
-    const int every = ckpt_capacity_ > 0 && n > 1 ? opt_.checkpoint_interval : 0;
-    for (int64_t t0 = 0, m = 0; t0 < n; t0 += m) {
-        m = std::min<int64_t>(opt_.prefill_chunk, n - t0);
-        // A chunk that crosses a checkpoint position is cut there, so the
-        // state is kept at exactly that position. The forward pass is batch
-        // invariant (a chunk computes what single steps compute), so the
-        // cut changes no number.
-        if (every > 0) m = std::min<int64_t>(m, every - pos_ % every);
-        const bool last = t0 + m == n;
-        float *out = nullptr;
-        if (logits && all) out = logits + t0 * V;
-        else if (logits && last) out = logits;
-        SLUICE_TRY(eval_chunk(tokens + t0, m, out, all));
-        if (every > 0 && pos_ % every == 0) checkpoint();
-    }
-    if (splice_cursor_ > 0) image_clear();
-    splice_cursor_ = 0;
-    tokens_evaluated_ += (uint64_t)n;
-    seconds_eval_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
-    return Status::ok();
-}
-
-Status Engine::eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all) {
-    const ModelConfig &cfg = c_.config();
-    const int64_t d = cfg.hidden;
-    const int B = cfg.attn_res_block;
-    std::vector<float> X((size_t)(n * d)), Hn((size_t)(n * d)), Y((size_t)(n * d)), In((size_t)(n * d));
-    SLUICE_TRY(embed(tokens, n, X.data()));
-    auto trace = [&](int L, const char *stage, const float *M) {
-        if (trace_)
-            for (int64_t t = 0; t < n; t++) trace_(L, stage, pos_ + (int)t, M + t * d, (int)d);
-    };
-    trace(-1, "embed", X.data());
-
-    // A corrupted weight (trunk or codebook edits no checksum covers) can
-    // turn the stream into NaN/Inf; logits from it are garbage that look like
-    // a result. The stream is checked after each block (n*d floats, noise
-    // next to the matmuls) so the error names the first layer it happened in.
-    auto nonfinite = [&](const float *M, int L, const char *block) -> Status {
-        for (int64_t i = 0; i < n * d; i++)
-            if (!std::isfinite(M[i]))
-                return format_error(c_.dir() + ": layer " + std::to_string(L) + " " + block +
-                                    ": the hidden state holds " + (std::isnan(M[i]) ? "NaN" : "Inf") +
-                                    " (token position " + std::to_string(pos_ + i / d) +
-                                    "); the container's weights are likely corrupt (try --verify / sluice verify)");
-        return Status::ok();
-    };
-
-    std::vector<std::vector<float>> R;  // AttnRes block history, each n x d
-    std::vector<float> P;               // AttnRes partial sum, n x d
-    auto mix = [&](const std::vector<float> *last, const float *norm, const float *proj, float *out) {
-        std::vector<const float *> vs(R.size() + 1);
-        for (int64_t t = 0; t < n; t++) {
-            for (size_t i = 0; i < R.size(); i++) vs[i] = R[i].data() + t * d;
-            vs[R.size()] = last->data() + t * d;
-            attn_res(vs, norm, proj, out + t * d);
-        }
-    };
-
-    for (int L = 0; L < cfg.n_layers; L++) {
-        const LayerWeights &lw = w_.layers[(size_t)L];
-        const float *a_in = X.data();
-        bool p_none = false;
-        if (B > 0) {
-            P = X;
-            if (!R.empty()) {
-                mix(&P, lw.sa_res_norm.data(), lw.sa_res_proj.data(), In.data());
-                a_in = In.data();
-            }
-            if (L % B == 0) {
-                R.push_back(P);
-                p_none = true;
-            }
-        }
-        for (int64_t t = 0; t < n; t++) rmsnorm(a_in + t * d, lw.in_norm.data(), d, cfg.eps, Hn.data() + t * d);
-        if (lw.kda) kda_block(L, Hn.data(), n, Y.data());
-        else mla_block(L, Hn.data(), n, pos_, Y.data());
-        float *S = B > 0 ? P.data() : X.data();  // the stream the mixer output lands in
-        if (B > 0 && p_none) std::copy(Y.begin(), Y.end(), P.begin());
-        else for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
-        trace(L, "attn", S);
-        SLUICE_TRY(nonfinite(S, L, "attention"));
-
-        const float *f_in = X.data();
-        if (B > 0) {
-            mix(&P, lw.mlp_res_norm.data(), lw.mlp_res_proj.data(), In.data());
-            f_in = In.data();
-        }
-        for (int64_t t = 0; t < n; t++) rmsnorm(f_in + t * d, lw.post_norm.data(), d, cfg.eps, Hn.data() + t * d);
-        SLUICE_TRY(ffn_block(L, Hn.data(), n, Y.data()));
-        for (int64_t i = 0; i < n * d; i++) S[i] = S[i] + Y[(size_t)i];
-        if (B > 0) X = P;
-        trace(L, "ffn", X.data());
-        SLUICE_TRY(nonfinite(S, L, "ffn"));
-    }
-    if (B > 0 && !R.empty()) {
-        mix(&X, w_.out_res_norm.data(), w_.out_res_proj.data(), In.data());
-        X.swap(In);
-    }
-    trace(-1, "final", X.data());
-    pos_ += (int)n;
-
-    if (logits) {
-        const int64_t first = all ? 0 : n - 1;
-        const int64_t cnt = n - first;
-        for (int64_t t = first; t < n; t++)
-            rmsnorm(X.data() + t * d, w_.final_norm.data(), d, cfg.eps, Hn.data() + (t - first) * d);
-        ops_.matmul(w_.lm_head, Hn.data(), d, cnt, logits, cfg.vocab);
-        for (int64_t i = 0; i < cnt * (int64_t)cfg.vocab; i++)
-            if (!std::isfinite(logits[i]))
-                return format_error(c_.dir() + ": the logits hold NaN/Inf at token position " +
-                                    std::to_string(pos_ - n + first + i / cfg.vocab) + ", vocab " +
-                                    std::to_string(i % cfg.vocab) + " (final norm or lm_head; every layer was finite)");
-    }
-    return Status::ok();
 }
 
 }  // namespace sluice

@@ -37,6 +37,10 @@ struct EngineOptions {
     sluice_backend backend = SLUICE_BACKEND_AUTO;
     bool verify_records = false;
     int prefill_chunk = 64;
+    // Tokens per prefill wave (model/prefill.cpp): each layer runs for the
+    // whole wave, so each routed record is read once per wave. 0 = the
+    // memory plan's choice. Timing only: results are bit-identical.
+    int prefill_wave = 0;
     int max_context = 4096;
     // Expert streaming (issue 5). Placement options change timing only.
     uint64_t budget = 0;         // RAM budget in bytes; 0 = choose (see memory_plan.h)
@@ -96,6 +100,15 @@ struct Checkpoint {
     int pos = 0;
     uint64_t seq = 0;            // creation order: the oldest is evicted first
     std::vector<KdaState> kda;   // per layer; empty for MLA layers
+};
+// Expert-major prefill, for the last eval of more than one token: per MoE
+// layer, records read / distinct records its tokens were routed to (1.0 =
+// each read once; lookahead guesses count).
+struct PrefillStats {
+    int64_t wave_tokens = 0;  // the largest wave (memory plan or option)
+    uint64_t waves = 0;       // waves the last prompt took
+    uint64_t tokens = 0;      // its tokens
+    std::vector<double> layer_reads;  // per MoE layer, in order
 };
 struct CheckpointStats {
     uint64_t held = 0, bytes = 0;  // in the pool now
@@ -169,6 +182,7 @@ public:
     // without KDA layers, at position 0, or with an empty pool).
     void checkpoint();
     CheckpointStats checkpoint_stats() const;
+    PrefillStats prefill_stats() const;
     // Evaluates n tokens from the current position. logits: n x V if all,
     // else V (last position); may be null. On failure the session is
     // restored to where it was.
@@ -202,7 +216,15 @@ public:
     uint64_t images_encoded() const { return images_encoded_; }
 
 private:
-    Status eval_chunk(const int32_t *tokens, int64_t n, float *logits, bool all);
+    // One wave: every layer for its n tokens, the attention in chunks;
+    // marks are the positions whose KDA state goes into checkpoints made
+    // for them before the wave (checkpoint_slot).
+    Status eval_wave(const int32_t *tokens, int64_t n, float *logits, bool all, const std::vector<int> &marks);
+    // The routed experts of n tokens whose routes are decided (sel, wt),
+    // from token position pos0; held: the wave's records kept across calls
+    // (indexed by expert; null: fetch, use and release).
+    Status moe_routed(int L, const float *Hn, int64_t n, int pos0, const int *sel, const float *wt, float *out,
+                      std::vector<ExpertRef> *held);
     Status embed(const int32_t *tokens, int64_t n, float *X);
     void kda_block(int L, const float *Hn, int64_t n, float *out);
     void mla_block(int L, const float *Hn, int64_t n, int pos0, float *out);
@@ -257,6 +279,17 @@ private:
     size_t ckpt_capacity_ = 0;  // checkpoints the pool holds (plan_.checkpoints / one checkpoint)
     bool no_splice_ = false;     // rewind's re-evaluation: a pad token is text, never an image row
     void drop_checkpoints_after(int pos);
+    // The pool's entry for pos (made, evicting the oldest, or refreshed);
+    // its KDA buffers are sized but not filled.
+    Checkpoint &checkpoint_slot(int pos);
+    // Prefill read accounting for the eval in progress (PrefillStats).
+    struct PromptReads {
+        std::vector<uint64_t> reads0;             // per layer: store reads at the eval's start
+        std::vector<std::vector<char>> routed;    // per layer: experts routed in the eval
+        uint64_t waves = 0;
+    } prompt_;
+    PrefillStats prefill_;
+    int64_t wave_tokens_ = 0;
     std::vector<KdaState> kda_;
     // The KDA states as they were before the current eval: restored when it
     // fails part-way, so a failed sluice_eval leaves the session as it was

@@ -27,12 +27,18 @@ void Engine::act(float *a, const float *b, int64_t n) const {
 }
 
 void Engine::dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out) {
-    const int64_t I = w.gate.rows;
-    std::vector<float> A((size_t)(n * I)), Bv((size_t)(n * I));
-    ops_.matmul(w.gate, Hn, n, A.data());
-    ops_.matmul(w.up, Hn, n, Bv.data());
-    act(A.data(), Bv.data(), n * I);
-    ops_.matmul(w.down, A.data(), n, out);
+    const int64_t I = w.gate.rows, d = c_.config().hidden;
+    // In chunks: a wave's n x I intermediates would be gigabytes at 4,096
+    // tokens, and a token's row is the same in any batch.
+    const int64_t chunk = std::min<int64_t>(n, std::max(1, opt_.prefill_chunk));
+    std::vector<float> A((size_t)(chunk * I)), Bv((size_t)(chunk * I));
+    for (int64_t s0 = 0; s0 < n; s0 += chunk) {
+        const int64_t m = std::min(chunk, n - s0);
+        ops_.matmul(w.gate, Hn + s0 * d, m, A.data());
+        ops_.matmul(w.up, Hn + s0 * d, m, Bv.data());
+        act(A.data(), Bv.data(), m * I);
+        ops_.matmul(w.down, A.data(), m, out + s0 * d);
+    }
 }
 
 void Engine::quantize_table(const float *T, int64_t nv, int8_t *Tq, float *lam, int L, int pos, int kind,
@@ -134,18 +140,16 @@ void Engine::replay_routes(int L, int64_t n, int *sel) const {
 Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     const ModelConfig &cfg = c_.config();
     const MoeWeights &mw = w_.layers[(size_t)L].moe_w;
-    const int64_t d = cfg.hidden, E = cfg.n_experts, k = cfg.top_k, nin = cfg.expert_in(), I = cfg.moe_inter;
-    const ExpertGeom &g = geom_;
-    const int S = g.stages;
-    const bool p6 = g.index_bits == 6;
-    const int Es = c_.book_entries();  // table stride per (v, s)
+    const int64_t d = cfg.hidden, E = cfg.n_experts, k = cfg.top_k;
 
-    // Router (§7.1).
+    // Router (§7.1), for the whole wave: its distinct experts are what the
+    // wave reads.
     std::vector<float> logits((size_t)(n * E));
     ops_.matmul(mw.router, Hn, n, logits.data());
     std::vector<int> sel((size_t)(n * k));
     std::vector<float> wt((size_t)(n * k));
     route(mw, logits.data(), n, sel.data(), wt.data());
+    logits = {};
     if (opt_.route_replay) replay_routes(L, n, sel.data());
     if (record_routes_) {
         const int m = moe_ordinal_[(size_t)L];
@@ -162,6 +166,11 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     std::vector<int> distinct(sel.begin(), sel.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    if (n > 1 && (size_t)L < prompt_.routed.size()) {
+        std::vector<char> &r = prompt_.routed[(size_t)L];
+        r.resize((size_t)E, 0);
+        for (int e : distinct) r[(size_t)e] = 1;
+    }
     if (opt_.readahead) experts_->prefetch(L, distinct, false);
     // Router lookahead: the next MoE layer's router on this hidden state.
     // A wrong guess costs bandwidth; the real router still decides.
@@ -176,6 +185,40 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
         nsel.erase(std::unique(nsel.begin(), nsel.end()), nsel.end());
         experts_->prefetch(L + 1, nsel, true);
     }
+
+    // The routed experts in sub-waves of a chunk's tokens (their VQ tables
+    // are per token: a wave's would be gigabytes). Where the cache can hold
+    // the wave's records, each is kept from its first sub-wave to the last,
+    // so it is read once for the wave; else each sub-wave fetches its own.
+    const int64_t chunk = std::min<int64_t>(n, std::max(1, opt_.prefill_chunk));
+    std::vector<ExpertRef> held;
+    const bool hold = n > chunk && (int64_t)distinct.size() <= experts_->hold_capacity();
+    if (hold) {
+        held.resize((size_t)E);
+        experts_->set_holding(true);
+    }
+    Status st;
+    for (int64_t s0 = 0; s0 < n && st; s0 += chunk) {
+        const int64_t m = std::min(chunk, n - s0);
+        st = moe_routed(L, Hn + s0 * d, m, pos_ + (int)s0, sel.data() + s0 * k, wt.data() + s0 * k, out + s0 * d,
+                        hold ? &held : nullptr);
+    }
+    if (hold) {
+        held.clear();
+        experts_->set_holding(false);
+    }
+    return st;
+}
+
+Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int *sel, const float *wt, float *out,
+                          std::vector<ExpertRef> *held) {
+    const ModelConfig &cfg = c_.config();
+    const MoeWeights &mw = w_.layers[(size_t)L].moe_w;
+    const int64_t d = cfg.hidden, k = cfg.top_k, nin = cfg.expert_in(), I = cfg.moe_inter;
+    const ExpertGeom &g = geom_;
+    const int S = g.stages;
+    const bool p6 = g.index_bits == 6;
+    const int Es = c_.book_entries();  // table stride per (v, s)
 
     // Shared experts on the full hidden state (§7.2), while reads run.
     const int64_t W = mw.sh_gate.rows;
@@ -227,9 +270,9 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
             lu.resize((size_t)(n * nb_in));
             for (int64_t t = 0; t < n; t++) {
                 quantize_table(Tg.data() + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in, L,
-                               pos_ + (int)t, 0, -1);
+                               pos0 + (int)t, 0, -1);
                 quantize_table(Tu.data() + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in, L,
-                               pos_ + (int)t, 1, -1);
+                               pos0 + (int)t, 1, -1);
             }
         }
     }
@@ -251,7 +294,13 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     auto run_expert = [&](int e, const std::vector<std::pair<int64_t, int64_t>> &list, bool split,
                           int worker) -> Status {
         ExpertRef ref;
-        SLUICE_TRY(experts_->fetch(L, e, &ref));
+        if (held && (*held)[(size_t)e]) {
+            ref = (*held)[(size_t)e];
+        } else {
+            SLUICE_TRY(experts_->fetch(L, e, &ref));
+            // Each expert of a sub-wave is one task: no two threads write a slot.
+            if (held) (*held)[(size_t)e] = ref;
+        }
         const ExpertView &ev = ref->view;
         std::vector<float> sg((size_t)I), su((size_t)I), sd((size_t)nin);
         for (int64_t i = 0; i < I; i++) {
@@ -323,7 +372,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
                 ld.resize((size_t)((nv_I + 31) / 32));
                 // Serialised: it records near-ties in engine state (diagnostics).
                 std::lock_guard<std::mutex> lk(vq4p_mu_);
-                quantize_table(Td.data(), nv_I, Tdq.data(), ld.data(), L, pos_ + (int)t, 2, e);
+                quantize_table(Td.data(), nv_I, Tdq.data(), ld.data(), L, pos0 + (int)t, 2, e);
             }
             gemv(Td.data(), Tdq.data(), ld.data(), ev.down, nv_I, sd.data(), y, nin);
         }

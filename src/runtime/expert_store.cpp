@@ -122,6 +122,7 @@ Status ExpertStore::read_sync(int layer, int expert, ExpertRef *out) {
         note_io_locked(-1);
         if (s) {
             st_.reads++;
+            layer_reads_[layer]++;
             st_.bytes_read += (uint64_t)b.stride;
         }
     }
@@ -140,7 +141,7 @@ void ExpertStore::insert_locked(Key k, const ExpertRef &ref) {
     while (used_bytes_ + stride > cap_bytes_) {
         Key v;
         if (!policy_->victim(pinned, &v)) return;  // everything pinned
-        if (!policy_->admit(k, v)) return;         // not worth its place
+        if (!holding_ && !policy_->admit(k, v)) return;  // not worth its place
         policy_->erased(v);
         cache_.erase(v);
         used_bytes_ -= stride;
@@ -238,6 +239,7 @@ void ExpertStore::landed(Key k, const std::shared_ptr<Inflight> &inf, RecordByte
         if (!cancelled) {
             if (result >= b.stride) {
                 st_.reads++;
+                layer_reads_[(int)(k >> 32)]++;
                 st_.bytes_read += (uint64_t)b.stride;
             }
         }
@@ -427,6 +429,26 @@ uint64_t ExpertStore::set_cache_capacity(uint64_t bytes) {
         freed += pool_->bytes_released() - before;
     }
     return freed;
+}
+
+int64_t ExpertStore::hold_capacity() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    // Held records are pinned in the cache; records read ahead wait outside
+    // it, in their own allowance, until fetched. So a layer whose records
+    // all fit beside each other can be held whole: each insert still finds
+    // an unpinned victim (another layer's record).
+    return geom_.stride > 0 ? (int64_t)(cap_bytes_ / (uint64_t)geom_.stride) : 0;
+}
+
+void ExpertStore::set_holding(bool on) {
+    std::lock_guard<std::mutex> lk(mu_);
+    holding_ = on;
+}
+
+uint64_t ExpertStore::layer_reads(int layer) const {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = layer_reads_.find(layer);
+    return it == layer_reads_.end() ? 0 : it->second;
 }
 
 uint64_t ExpertStore::cache_capacity() const {

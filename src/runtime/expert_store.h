@@ -75,6 +75,15 @@ public:
     uint64_t set_cache_capacity(uint64_t bytes);
     uint64_t cache_capacity() const;
     uint64_t configured_cache_bytes() const { return opt_.cache_bytes; }
+    // Expert-major prefill (model/ffn.cpp) holds a layer's routed records
+    // for a whole wave: at most this many, the records the cache holds, so
+    // that held records stay within it (0 without one). While holding is on, every record read is
+    // admitted to the cache: one the policy refused would be held outside
+    // the budget.
+    int64_t hold_capacity() const;
+    void set_holding(bool on);
+    // Records of this layer read since open (read-ahead and guesses included).
+    uint64_t layer_reads(int layer) const;
     // Per-(layer, expert) use counts since open, for the learned hotlist.
     std::vector<std::pair<std::pair<int, int>, uint32_t>> usage() const;
 
@@ -116,6 +125,8 @@ private:
     uint64_t cap_bytes_ = 0;  // current capacity (<= opt_.cache_bytes), under mu_
     uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
     int reads_running_ = 0;
+    bool holding_ = false;                         // under mu_: admit every record (set_holding)
+    std::unordered_map<int, uint64_t> layer_reads_;  // under mu_
     double guess_score_ = 1.0;  // recent share of lookahead guesses used (note_guess_locked)
     double busy_since_ = 0;
     StoreStats st_;

@@ -121,8 +121,18 @@ uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested) {
     return (uint64_t)requested / one * one;
 }
 
+uint64_t wave_bytes_per_token(const ModelConfig &c) {
+    const uint64_t d = (uint64_t)c.hidden;
+    // X, the normed input, the block output and the AttnRes input; with
+    // AttnRes also the partial sum and one history row per block.
+    uint64_t floats = 4 * d;
+    if (c.attn_res_block > 0) floats += d * (uint64_t)(c.n_layers / c.attn_res_block + 2);
+    floats += (uint64_t)c.n_experts + 2 * (uint64_t)c.top_k;  // router scores, selection and weights
+    return floats * 4;
+}
+
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
-                   MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool) {
+                   MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool, int64_t wave) {
     std::string source;
     const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
     const MemStatus ms = read_mem_status(paths);
@@ -134,12 +144,12 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const uint64_t step = 8ull << 20;
     const uint64_t runtime = fp.measured ? (fp.total() / step + 1) * step : 0;
     return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, checkpoint_pool,
-                               runtime);
+                               runtime, wave);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
-                           uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes) {
+                           uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes, int64_t wave) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     uint64_t largest_block = 0;  // the largest single allocation (allocator slack below)
@@ -218,8 +228,16 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         const int64_t floats = 2 * G * I + G * (I / 8) * S * E + vq_tokens_scratch(G, rows, (int)S, (int)E);
         p.scratch += (uint64_t)p.threads * 4 * (uint64_t)floats;
     }
-    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
-                          p.allocator_slack + p.thread_stacks;
+    // A wave asked for is part of the floor; its first chunk's tokens are
+    // in the scratch already.
+    const int64_t chunk1 = std::max<int64_t>(chunk, 1);
+    const uint64_t per_wave_token = wave_bytes_per_token(c);
+    if (wave > 0) {
+        p.wave_tokens = wave;
+        p.wave = wave > chunk1 ? (uint64_t)(wave - chunk1) * per_wave_token : 0;
+    }
+    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.mla_kv + p.scratch + p.wave + p.min_cache +
+                          p.vision + p.runtime + p.allocator_slack + p.thread_stacks;
     // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
     // resident; huge pages need fewer, so this is the most they take.
     const uint64_t floor_pt = (base + 511) / 512;
@@ -236,7 +254,9 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     const uint64_t cache_cap = expert_total + p.min_cache / 2;
     // The room beyond the floor that holds every record, with its page tables.
     const uint64_t full_room = cache_cap > p.min_cache ? (cache_cap - p.min_cache) / 512 * 513 + 513 : 0;
-    p.max_useful = p.floor + full_room;
+    // ... and, when the wave is the plan's choice, a whole-context wave.
+    const uint64_t full_wave = wave <= 0 ? (uint64_t)std::max<int64_t>(ctx - chunk1, 0) * per_wave_token : 0;
+    p.max_useful = p.floor + full_room + full_wave + (full_wave + 511) / 512;
 
     if (budget == 0) {
         p.budget = default_budget(p.floor, p.max_useful, p.ram_limit, available, &p.choice);
@@ -251,13 +271,26 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     }
     // The room beyond the floor holds cache records and their page tables:
     // 512 bytes of records per 513 of room.
-    const uint64_t room = p.budget - p.floor;
+    uint64_t room = p.budget - p.floor;
+    uint64_t wave_pt = 0;
+    if (wave <= 0) {
+        // The wave takes at most a quarter of the room: the rest stays cache,
+        // which must hold a layer's routed records for the wave to read them
+        // once (model/ffn.cpp holds them while the wave runs).
+        const int64_t top = std::max<int64_t>(ctx, chunk1);
+        const uint64_t fits = room / 4 / (per_wave_token + per_wave_token / 512 + 1);
+        const int64_t extra = (int64_t)std::min<uint64_t>(fits, (uint64_t)(top - chunk1));
+        p.wave_tokens = chunk1 + extra;
+        p.wave = (uint64_t)extra * per_wave_token;
+        wave_pt = (p.wave + 511) / 512;
+        room -= p.wave + wave_pt;
+    }
     const uint64_t room_records = room / 513 * 512 + room % 513 * 512 / 513;
     p.cache = p.min_cache + room_records;
-    p.page_tables = floor_pt + (room - room_records);
+    p.page_tables = floor_pt + wave_pt + (room - room_records);
     if (p.cache > cache_cap) {
         p.cache = cache_cap;
-        p.page_tables = floor_pt + (p.cache > p.min_cache ? (p.cache - p.min_cache + 511) / 512 : 0);
+        p.page_tables = floor_pt + wave_pt + (p.cache > p.min_cache ? (p.cache - p.min_cache + 511) / 512 : 0);
         if (budget) p.choice += "; cache capped at every expert record (" + format_size(expert_total) + ")";
     }
     *out = p;

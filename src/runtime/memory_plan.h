@@ -24,6 +24,9 @@ uint64_t checkpoint_bytes(const ModelConfig &c);
 // The pool for a request: -1 = kDefaultCheckpoints checkpoints; otherwise
 // the bytes rounded down to whole checkpoints.
 uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested);
+// Bytes one prompt token of a wave holds for the whole wave (residual
+// stream, layer input and output, AttnRes history, router scores).
+uint64_t wave_bytes_per_token(const ModelConfig &c);
 
 struct MemoryPlan {
     uint64_t trunk = 0;        // resident trunk tensors (embedding rows stay on disk)
@@ -31,6 +34,12 @@ struct MemoryPlan {
     uint64_t checkpoints = 0;  // the prompt-reuse checkpoint pool (checkpoint_pool_bytes)
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
     uint64_t scratch = 0;      // activations, VQ tables and logits for one prefill chunk
+    // Expert-major prefill: a wave of prompt tokens goes through each layer
+    // together, so each routed record is read once per wave. wave_tokens is
+    // the largest wave; wave its per-layer state beyond the chunk's scratch
+    // (in the floor when asked for, else taken from the cache's room).
+    int64_t wave_tokens = 0;
+    uint64_t wave = 0;
     uint64_t min_cache = 0;    // 2 x top-k expert records: one layer in use, one read ahead
     uint64_t vision = 0;       // K3 vision tower and image activations, when images are enabled
     // What the kernel keeps resident beyond the data itself (issue 14: a
@@ -65,8 +74,11 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 // the floor. vision_bytes (vision/config.h) is part of the floor: 0 without
 // images. threads: every thread the engine will run (compute pool, readers,
 // helpers); 0 = default_thread_count().
+// wave: prompt tokens per prefill wave; 0 = the largest of at most ctx that
+// a quarter of the cache's room holds (never under chunk).
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
-                   MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0, int64_t checkpoint_pool = -1);
+                   MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0, int64_t checkpoint_pool = -1,
+                   int64_t wave = 0);
 
 // The same with only the cgroup tree named (/proc/meminfo and PSI as they are).
 inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk,
@@ -84,7 +96,7 @@ inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0,
                            int threads = 0, uint64_t available = 0, int64_t checkpoint_pool = -1,
-                           uint64_t runtime_bytes = 0);
+                           uint64_t runtime_bytes = 0, int64_t wave = 0);
 
 // Threads counted when the caller does not say, as an engine with the
 // defaults starts them: one compute thread per CPU (the caller is one), the

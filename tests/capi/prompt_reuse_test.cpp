@@ -23,6 +23,7 @@ struct Opts {
     int chunk = 1;
     int interval = 8;
     int64_t pool = 0;  // sluice_config.checkpoint_bytes
+    int wave = 0;      // sluice_config.prefill_wave (0: the plan's, the whole prompt here)
 };
 
 sluice_ctx *open_ctx(const std::string &path, const Opts &o) {
@@ -34,6 +35,7 @@ sluice_ctx *open_ctx(const std::string &path, const Opts &o) {
     cfg.prefill_chunk = o.chunk;
     cfg.checkpoint_interval = o.interval;
     cfg.checkpoint_bytes = o.pool;
+    cfg.prefill_wave = o.wave;
     sluice_ctx *ctx = nullptr;
     EXPECT_EQ(sluice_open(path.c_str(), &cfg, &ctx), SLUICE_OK) << path << ": " << sluice_last_error(ctx);
     return ctx;
@@ -81,14 +83,20 @@ std::vector<int32_t> session(sluice_ctx *ctx) {
 // interval checkpoint at or before keep (every one still in the pool).
 void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep, size_t n_new,
                 int64_t expect_again = -1) {
-    SCOPED_TRACE(m.name + ": chunk " + std::to_string(o.chunk) + ", interval " + std::to_string(o.interval) +
+    SCOPED_TRACE(m.name + ": chunk " + std::to_string(o.chunk) + ", wave " + std::to_string(o.wave) +
+                 ", interval " + std::to_string(o.interval) +
                  ", session " + std::to_string(n_first) + ", keep " + std::to_string(keep) + ", new " +
                  std::to_string(n_new));
     const std::vector<int32_t> first = ids(n_first, m.vocab, 1);
     std::vector<int32_t> next(first.begin(), first.begin() + (ptrdiff_t)keep);
     const std::vector<int32_t> tail = ids(n_new, m.vocab, 2);
     next.insert(next.end(), tail.begin(), tail.end());
-    const std::vector<float> ref = fresh(m.path, next, o);
+    // The reference is one token at a time: chunks, waves and reuse all
+    // have to give its bits.
+    Opts step = o;
+    step.chunk = 1;
+    step.wave = 1;
+    const std::vector<float> ref = fresh(m.path, next, step);
 
     sluice_ctx *ctx = open_ctx(m.path, o);
     ASSERT_NE(ctx, nullptr);
@@ -130,8 +138,10 @@ TEST(PromptReuse, RewoundPrefixIsBitIdenticalOnEachFamily) {
     if (models.empty()) GTEST_SKIP() << why;
     for (const ReuseModel &m : models) {
         // Pool of 8 checkpoints (interval 8, 40 tokens: 5 taken, none evicted).
-        for (int chunk : {1, 5, 64}) {
-            const Opts o{chunk, 8, 0};
+        // Waves: the whole prompt (0), 11 tokens (checkpoints at 8, 16, 24,
+        // 32 fall inside waves), one token at a time.
+        for (const auto &[chunk, wave] : {std::pair{1, 0}, {5, 0}, {64, 0}, {3, 11}, {1, 1}}) {
+            const Opts o{chunk, 8, 0, wave};
             sluice_ctx *probe = open_ctx(m.path, o);
             ASSERT_NE(probe, nullptr);
             sluice_memory_plan plan;
@@ -139,7 +149,7 @@ TEST(PromptReuse, RewoundPrefixIsBitIdenticalOnEachFamily) {
             sluice_close(probe);
             if (m.recurrent) EXPECT_GT(plan.checkpoints, 0u) << m.name;
             else EXPECT_EQ(plan.checkpoints, 0u) << m.name << ": no KDA layer, no checkpoint";
-            const Opts big{chunk, 8, m.recurrent ? (int64_t)plan.checkpoints * 2 : 0};
+            const Opts big{chunk, 8, m.recurrent ? (int64_t)plan.checkpoints * 2 : 0, wave};
             check_turn(m, big, 40, 13, 9);  // inside an interval
             check_turn(m, big, 40, 16, 9);  // exactly a checkpoint
             check_turn(m, big, 40, 0, 9);   // to 0

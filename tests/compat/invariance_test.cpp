@@ -12,11 +12,14 @@ using namespace sluice_test;
 
 namespace {
 
+// wave 0: one token at a time when chunk is 1 (the reference), else the
+// memory plan's wave.
 std::vector<float> run(const std::string &name, const std::vector<int32_t> &ids, int chunk, int backend, int threads,
-                       size_t split = 0) {
+                       size_t split = 0, int wave = 0) {
     sluice_config cfg;
     sluice_config_default(&cfg);
     cfg.prefill_chunk = chunk;
+    cfg.prefill_wave = wave > 0 ? wave : chunk == 1 ? 1 : 0;
     cfg.backend = backend;
     cfg.n_threads = threads;
     sluice_ctx *ctx = nullptr;
@@ -86,14 +89,21 @@ TEST_P(Invariance, ThreadsChunksAndCallsAreBitIdentical) {
         const char *what;
         int chunk, threads;
         size_t split;
-    } variants[] = {{"2 threads", 1, 2, 0},
-                    {"3 threads", 1, 3, 0},
-                    {"chunk 64", 64, 1, 0},
-                    {"chunk 3, 2 threads", 3, 2, 0},
-                    {"two calls", 1, 1, ids.size() / 2},
-                    {"chunk 64, two calls", 64, 2, ids.size() / 3}};
+        int wave;
+    } variants[] = {{"2 threads", 1, 2, 0, 0},
+                    {"3 threads", 1, 3, 0, 0},
+                    {"chunk 64", 64, 1, 0, 0},
+                    {"chunk 3, 2 threads", 3, 2, 0, 0},
+                    {"two calls", 1, 1, ids.size() / 2, 0},
+                    {"chunk 64, two calls", 64, 2, ids.size() / 3, 0},
+                    // Expert-major waves: a layer for many tokens, its
+                    // attention in chunks, its experts held across sub-waves.
+                    {"wave 5, chunk 2", 2, 1, 0, 5},
+                    {"wave 7, chunk 3, 2 thr", 3, 2, 0, 7},
+                    {"one wave, chunk 1", 1, 2, 0, 4096},
+                    {"one wave, chunk 4, 2 calls", 4, 2, ids.size() / 3, 4096}};
     for (const auto &v : variants) {
-        const auto got = run(name, ids, v.chunk, SLUICE_BACKEND_AUTO, v.threads, v.split);
+        const auto got = run(name, ids, v.chunk, SLUICE_BACKEND_AUTO, v.threads, v.split, v.wave);
         const DiffStats d = diff_stats(got, base);
         std::printf("%-22s %-20s vs step/1 thread: %s (max|diff| %.3e)\n", name.c_str(), v.what,
                     bit_identical(got, base) ? "bit-identical" : "DIFFERENT", d.max_abs);
