@@ -528,7 +528,7 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     "\"ram_limit\":%llu,\"ram_source\":%s,\"budget\":%llu,\"choice\":%s,\"cache\":%llu,"
                     "\"runtime\":%llu,\"allocator_slack\":%llu,\"thread_stacks\":%llu,\"threads\":%d,"
                     "\"page_tables\":%llu,\"available\":%llu,\"reserve\":%llu,\"max_useful\":%llu,"
-                    "\"checkpoints\":%llu,\"wave_tokens\":%d,\"wave\":%llu}\n",
+                    "\"checkpoints\":%llu,\"wave_tokens\":%d,\"wave\":%llu,\"batch_tokens\":%d,\"batch\":%llu}\n",
                     sluice::json_quote(model).c_str(), p.context, (unsigned long long)p.trunk,
                     (unsigned long long)p.kda_state, (unsigned long long)p.mla_kv, (unsigned long long)p.scratch,
                     (unsigned long long)p.min_cache, (unsigned long long)p.floor, (unsigned long long)p.vision,
@@ -538,7 +538,8 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
                     (unsigned long long)p.runtime, (unsigned long long)p.allocator_slack,
                     (unsigned long long)p.thread_stacks, p.threads, (unsigned long long)p.page_tables,
                     (unsigned long long)p.available, (unsigned long long)p.reserve, (unsigned long long)p.max_useful,
-                    (unsigned long long)p.checkpoints, p.wave_tokens, (unsigned long long)p.wave);
+                    (unsigned long long)p.checkpoints, p.wave_tokens, (unsigned long long)p.wave, p.batch_tokens,
+                    (unsigned long long)p.batch);
         return 0;
     }
     std::printf("memory plan for %s at context %d\n", model.c_str(), p.context);
@@ -571,6 +572,8 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
     std::printf("  budget                    %10.3f GiB  (%s)\n", gib(p.budget), p.choice);
     std::printf("  prefill wave              %10.3f GiB  (%d tokens: each routed record read once per wave; from "
                 "the cache's room)\n", gib(p.wave), p.wave_tokens);
+    std::printf("  expert batch              %10.3f GiB  (%d tokens' VQ tables at once; from the cache's room)\n",
+                gib(p.batch), p.batch_tokens);
     std::printf("  expert cache              %10.3f GiB  (%.0f records)\n", gib(p.cache),
                 p.record_bytes ? (double)p.cache / p.record_bytes : 0.0);
     if (have_default) std::printf("  default budget            %10.3f GiB  (%s)\n", gib(d.budget), d.choice);

@@ -492,6 +492,9 @@ typedef struct sluice_memory_plan {
     int32_t wave_tokens;       /* the largest prefill wave (sluice_config.prefill_wave) */
     uint64_t wave;             /* its state beyond the chunk's scratch: part of floor when the wave was
                                   given, else taken from the cache's room */
+    int32_t batch_tokens;      /* a wave's routed experts run for this many tokens at once (their VQ
+                                  tables are per token) */
+    uint64_t batch;            /* those tables beyond the chunk's, from the cache's room */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is

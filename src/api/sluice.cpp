@@ -515,6 +515,8 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->page_tables = p.page_tables;
     out->wave_tokens = (int32_t)std::min<int64_t>(p.wave_tokens, INT32_MAX);
     out->wave = p.wave;
+    out->batch_tokens = (int32_t)std::min<int64_t>(p.batch_tokens, INT32_MAX);
+    out->batch = p.batch;
     out->threads = p.threads;
     out->available = p.available;
     out->reserve = p.reserve;

@@ -186,11 +186,11 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
         experts_->prefetch(L + 1, nsel, true);
     }
 
-    // The routed experts in sub-waves of a chunk's tokens (their VQ tables
-    // are per token: a wave's would be gigabytes). Where the cache can hold
+    // The routed experts in sub-waves of the plan's expert batch (their VQ
+    // tables are per token: a wave's would be gigabytes). Where the cache can hold
     // the wave's records, each is kept from its first sub-wave to the last,
     // so it is read once for the wave; else each sub-wave fetches its own.
-    const int64_t chunk = std::min<int64_t>(n, std::max(1, opt_.prefill_chunk));
+    const int64_t chunk = std::min<int64_t>(n, std::max<int64_t>({1, opt_.prefill_chunk, plan_.batch_tokens}));
     std::vector<ExpertRef> held;
     const bool hold = n > chunk && (int64_t)distinct.size() <= experts_->hold_capacity();
     if (hold) {

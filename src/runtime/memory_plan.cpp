@@ -285,6 +285,25 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         wave_pt = (p.wave + 511) / 512;
         room -= p.wave + wave_pt;
     }
+    // The expert batch grows past the chunk with half of what the room has
+    // beyond one layer's records (which the cache must hold for the wave to
+    // read each once), up to where an expert averages kVqTokensMax tokens
+    // (the shared-code product's group: more buys nothing).
+    p.batch_tokens = std::min<int64_t>(chunk1, p.wave_tokens > 0 ? p.wave_tokens : chunk1);
+    if (p.wave_tokens > chunk1 && c.n_experts > 0 && c.top_k > 0) {
+        const uint64_t per = tables * (m.eq.index_bits == 6 ? 5 : 4) / 4 + (uint64_t)c.top_k * nv_in * 8 * 4;
+        const uint64_t layer = (uint64_t)c.n_experts * p.record / 512 * 513;
+        const int64_t top = std::min<int64_t>(p.wave_tokens, std::max<int64_t>(chunk1, kVqTokensMax * c.n_experts / c.top_k));
+        if (room > layer && top > chunk1) {
+            const uint64_t fits = (room - layer) / 2 / (per + per / 512 + 1);
+            const int64_t extra = (int64_t)std::min<uint64_t>(fits, (uint64_t)(top - chunk1));
+            p.batch_tokens = chunk1 + extra;
+            p.batch = (uint64_t)extra * per;
+            const uint64_t pt = (p.batch + 511) / 512;
+            wave_pt += pt;
+            room -= p.batch + pt;
+        }
+    }
     const uint64_t room_records = room / 513 * 512 + room % 513 * 512 / 513;
     p.cache = p.min_cache + room_records;
     p.page_tables = floor_pt + wave_pt + (room - room_records);

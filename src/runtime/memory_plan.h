@@ -40,6 +40,13 @@ struct MemoryPlan {
     // (in the floor when asked for, else taken from the cache's room).
     int64_t wave_tokens = 0;
     uint64_t wave = 0;
+    // The expert batch: a wave's routed experts run for this many of its
+    // tokens at once (their gate/up VQ tables are per token: 1.8 MB each on
+    // the 48B shape), so more tokens share each record's codes. batch is
+    // its tables beyond the chunk's, from the cache's room, leaving the
+    // cache a layer's records.
+    int64_t batch_tokens = 0;
+    uint64_t batch = 0;
     uint64_t min_cache = 0;    // 2 x top-k expert records: one layer in use, one read ahead
     uint64_t vision = 0;       // K3 vision tower and image activations, when images are enabled
     // What the kernel keeps resident beyond the data itself (issue 14: a
