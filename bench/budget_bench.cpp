@@ -237,7 +237,9 @@ int main(int argc, char **argv) {
                 "\"io_depth\":%d,\"policy\":\"%s\",\"no_cache\":%d,\"replay\":%d,"
                 "\"prefill_fetches\":%llu,\"prefill_reads\":%llu,\"prefill_bytes\":%llu,\"chunk\":%d,"
                 "\"prefetched\":%llu,\"guesses\":%llu,\"guesses_used\":%llu,\"guesses_dropped\":%llu,"
-                "\"lookahead\":%d,\"pool_fallbacks\":%llu,\"vm_hwm_kb\":%ld}\n",
+                "\"lookahead\":%d,\"pool_fallbacks\":%llu,\"vm_hwm_kb\":%ld,\"prefill_waves\":%llu,"
+                "\"wave_tokens\":%d,\"batch_tokens\":%d,\"prefill_reads_per_record_mean\":%.3f,"
+                "\"prefill_reads_per_record_max\":%.3f}\n",
                 (unsigned long long)budget, (unsigned long long)plan.cache, (unsigned long long)plan.floor, threads,
                 n_prompt, n_gen, open_s, t1 - t0, ttft, dec, n_gen / dec,
                 (unsigned long long)(s1.expert_fetches - s0.expert_fetches),
@@ -255,7 +257,9 @@ int main(int argc, char **argv) {
                 (unsigned long long)(s1.lookahead_guesses - s0.lookahead_guesses),
                 (unsigned long long)(s1.lookahead_guesses_used - s0.lookahead_guesses_used),
                 (unsigned long long)(s1.lookahead_guesses_dropped - s0.lookahead_guesses_dropped), !no_lookahead,
-                (unsigned long long)s1.pool_fallbacks, vm_kb("VmHWM:"));
+                (unsigned long long)s1.pool_fallbacks, vm_kb("VmHWM:"), (unsigned long long)p1.prefill_waves,
+                p1.prefill_wave_tokens, plan.batch_tokens, p1.prefill_reads_per_record_mean,
+                p1.prefill_reads_per_record_max);
     sluice_close(ctx);
     return 0;
 }

@@ -99,6 +99,64 @@ float row_q4(const QTensor &W, int64_t r, const float *x) {
     return acc;
 }
 
+// dot_i8 for two inputs sharing the converted weights: each input's sums
+// in dot_i8's order (four accumulators, hsum4, then the tail unfused).
+inline void dot_i8_x2(const int8_t *w, const float *xa, const float *xb, int64_t lim, float *pa, float *pb) {
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, b0 = a0, b1 = a0, b2 = a0, b3 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= lim; i += 32) {
+        const __m256 w0 = cvt8(w + i), w1 = cvt8(w + i + 8), w2 = cvt8(w + i + 16), w3 = cvt8(w + i + 24);
+        a0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xa + i), a0);
+        a1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xa + i + 8), a1);
+        a2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xa + i + 16), a2);
+        a3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xa + i + 24), a3);
+        b0 = _mm256_fmadd_ps(w0, _mm256_loadu_ps(xb + i), b0);
+        b1 = _mm256_fmadd_ps(w1, _mm256_loadu_ps(xb + i + 8), b1);
+        b2 = _mm256_fmadd_ps(w2, _mm256_loadu_ps(xb + i + 16), b2);
+        b3 = _mm256_fmadd_ps(w3, _mm256_loadu_ps(xb + i + 24), b3);
+    }
+    float sa = hsum4(a0, a1, a2, a3), sb = hsum4(b0, b1, b2, b3);
+    for (; i < lim; i++) {
+        sa += (float)w[i] * xa[i];
+        sb += (float)w[i] * xb[i];
+    }
+    *pa = sa;
+    *pb = sb;
+}
+
+// rows_dot_n for the grouped integer formats: per block of inputs, each
+// group is unpacked once and dotted with the inputs two at a time; every
+// input's accumulation is row_q8/q4/q3's.
+template <int Bits>
+void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    const uint8_t *q = W.row(r);
+    const float *sc = W.row_scales(r);
+    alignas(64) int8_t unp[4096];
+    constexpr int64_t B = 64;
+    float acc[B];
+    for (int64_t t0 = 0; t0 < n; t0 += B) {
+        const int64_t m = std::min(B, n - t0);
+        for (int64_t t = 0; t < m; t++) acc[t] = 0.0f;
+        for (int64_t g = 0; g < W.ng; g++) {
+            const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+            const int8_t *w = unp;
+            if constexpr (Bits == 8) w = reinterpret_cast<const int8_t *>(q) + i0;
+            else if constexpr (Bits == 4) unpack_q4_group(q + i0 / 2, W.group, unp);
+            else unpack_q3_group(q, i0, lim, unp);
+            const float *x = X + t0 * ldx + i0;
+            int64_t t = 0;
+            for (; t + 2 <= m; t += 2) {
+                float pa, pb;
+                dot_i8_x2(w, x + t * ldx, x + (t + 1) * ldx, lim, &pa, &pb);
+                acc[t] += sc[g] * pa;
+                acc[t + 1] += sc[g] * pb;
+            }
+            for (; t < m; t++) acc[t] += sc[g] * dot_i8(w, x + t * ldx, lim);
+        }
+        for (int64_t t = 0; t < m; t++) Y[(t0 + t) * ldy + r] = acc[t];
+    }
+}
+
 float row_q3(const QTensor &W, int64_t r, const float *x) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
@@ -278,6 +336,7 @@ const Kernels *kernels_avx2() {
         tower::gelu_tanh<D4>,
         tower::gelu_erf<D4>,
         vq_gemm_u8_tokens,
+        {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
     };
     return &k;
 }

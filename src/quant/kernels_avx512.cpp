@@ -369,6 +369,7 @@ const Kernels *kernels_avx512() {
         tower::gelu_tanh<D8>,
         tower::gelu_erf<D8>,
         nullptr,  // vq_gemm_u8_tokens: per token (the shared-code kernel is AVX2 only, unmeasured here)
+        {},       // rows_dot_n: row_dot per input (the batched rows are AVX2 only so far)
     };
     return &k;
 }

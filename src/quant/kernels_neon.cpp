@@ -331,6 +331,7 @@ const Kernels *kernels_neon() {
         tower::gelu_tanh<D2>,
         tower::gelu_erf<D2>,
         nullptr,  // vq_gemm_u8_tokens: per token
+        {},       // rows_dot_n: row_dot per input
     };
     return &k;
 }

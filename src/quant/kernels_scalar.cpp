@@ -192,6 +192,7 @@ const Kernels kScalar = {
     tower::gelu_tanh<tower::D1>,
     tower::gelu_erf<tower::D1>,
     vq_gemm_u8_tokens,
+    {},  // rows_dot_n: the reference is row_dot per input
 };
 
 }  // namespace

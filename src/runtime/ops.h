@@ -20,10 +20,17 @@ struct Ops {
     // Y[t][r] = W[r]·X[t] for t < n; X is n x ldx, Y is n x ldy.
     void matmul(const QTensor &W, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) const {
         auto fn = k->row_dot[(int)W.fmt];
+        auto many = k->rows_dot_n[(int)W.fmt];
         const QTensor *w = &W;
         // A slice must carry enough work to pay for waking a thread (~64K
         // multiply-adds); tiny projections stay on the calling thread.
         const int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(1, W.cols * n));
+        if (many && n > 1) {
+            pool->parallel_for(W.rows, grain, [=](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; r++) many(*w, r, X, ldx, n, Y, ldy);
+            });
+            return;
+        }
         pool->parallel_for(W.rows, grain, [=](int64_t r0, int64_t r1) {
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t t = 0; t < n; t++) Y[t * ldy + r] = fn(*w, r, X + t * ldx);

@@ -72,6 +72,43 @@ TEST(Kernels, RowDotMatchesScalar) {
     }
 }
 
+// The batched trunk rows (a prefill's product for many tokens) give each
+// token row_dot's bits: odd token counts, more than one 64-token block,
+// strided inputs and outputs, and ragged last groups.
+TEST(Kernels, RowsDotNBitIdenticalToOneInputAtATime) {
+    auto sets = simd_sets();
+    sets.push_back(&kernels_scalar());
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    int tested = 0;
+    for (QFmt fmt : {QFmt::Q8G, QFmt::Q4G, QFmt::Q3G}) {
+        for (int64_t cols : {128, 520, 40}) {
+            QTensor t = random_tensor(fmt, 5, cols, rng);
+            for (int64_t n : {2, 3, 67, 130}) {
+                const int64_t ldx = cols + 3, ldy = t.rows + 2;
+                std::vector<float> X((size_t)(n * ldx)), Y((size_t)(n * ldy), -1.0f);
+                for (auto &v : X) v = nd(rng);
+                for (const Kernels *k : sets) {
+                    auto many = k->rows_dot_n[(int)fmt];
+                    if (!many) continue;
+                    tested++;
+                    int differ = 0;
+                    for (int64_t r = 0; r < t.rows; r++) {
+                        many(t, r, X.data(), ldx, n, Y.data(), ldy);
+                        for (int64_t i = 0; i < n; i++) {
+                            const float one = k->row_dot[(int)fmt](t, r, X.data() + i * ldx);
+                            differ += std::memcmp(&one, &Y[(size_t)(i * ldy + r)], sizeof one) != 0;
+                        }
+                    }
+                    EXPECT_EQ(differ, 0) << k->name << " " << qfmt_name(fmt) << " cols " << cols << " n " << n;
+                }
+            }
+        }
+    }
+    std::printf("rows_dot_n: %d (set, format, shape, n) cases checked against row_dot\n", tested);
+    if (tested == 0) GTEST_SKIP() << "no kernel set on this CPU has batched rows";
+}
+
 // Several kVqTile tiles, ragged row ranges inside 64-row blocks, and 1-3
 // stages: the SIMD products keep the scalar kernel's tile order exactly.
 TEST(Kernels, VqGemvTilesAndRaggedRangesBitIdentical) {
