@@ -102,9 +102,9 @@ def med(v):
 
 def main():
     if len(sys.argv) < 2:
-        sys.exit("usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512] [--only cache,nocache]")
+        sys.exit("usage: bash bench/vs_warp.sh MODEL [--rounds N] [--replay TRACE] [--no-ttft512] [--ttft512-rounds N] [--only cache,nocache]")
     model = sys.argv[1]
-    rounds, trace, ttft512 = 2, None, True
+    rounds, trace, ttft512, ttft512_rounds = 2, None, True, 1
     caches, gen, only = None, 32, None
     a = sys.argv[2:]
     while a:
@@ -116,6 +116,7 @@ def main():
         elif a[0] == "--gen": gen = int(a[1]); a = a[2:]
         elif a[0] == "--replay": trace = a[1]; a = a[2:]
         elif a[0] == "--no-ttft512": ttft512 = False; a = a[1:]
+        elif a[0] == "--ttft512-rounds": ttft512_rounds = int(a[1]); a = a[2:]
         # Only some of the default configs ("cache", "nocache"): to add
         # rounds to one comparison without rerunning the other.
         elif a[0] == "--only": only = a[1].split(","); a = a[2:]
@@ -201,17 +202,30 @@ def main():
         ids512 = prompt_ids(512, V)
         t = {"warp": [], "sluice": []}
         # The largest cache of the run (2 GiB / 3G by default); sluice's
-        # chunk is the memory plan's default.
+        # chunk, wave and expert batch are the memory plan's defaults.
+        # Alternated, the page cache dropped before each run.
         big = max(configs, key=lambda c: c[1])
-        for eng in ("warp", "sluice"):
-            drop_caches()
-            if eng == "warp":
-                t["warp"].append(warp(model, ids512, 1, big[1]))
-            else:
-                t["sluice"].append(sluice(model, big[2] + ["--threads", "2", "--prompt", "512", "--gen", "1"]))
-        print(f"time to first token, 512-token prompt ({big[3]}): warp "
-              f"{t['warp'][0]['ttft_s']:.1f} s, sluice {t['sluice'][0]['ttft_s']:.1f} s "
-              f"({t['warp'][0]['ttft_s'] / t['sluice'][0]['ttft_s']:.2f}x)")
+        for rnd in range(ttft512_rounds):
+            for eng in (("warp", "sluice") if rnd % 2 == 0 else ("sluice", "warp")):
+                drop_caches()
+                if eng == "warp":
+                    t["warp"].append(warp(model, ids512, 1, big[1]))
+                else:
+                    t["sluice"].append(sluice(model, big[2] + ["--threads", "2", "--prompt", "512", "--gen", "1"]))
+        w = med([r["ttft_s"] for r in t["warp"]])
+        s_ = med([r["ttft_s"] for r in t["sluice"]])
+        print(f"time to first token, 512-token prompt ({big[3]}, {ttft512_rounds} rounds alternated): warp "
+              + " / ".join(f"{r['ttft_s']:.1f}" for r in t["warp"]) + " s, sluice "
+              + " / ".join(f"{r['ttft_s']:.1f}" for r in t["sluice"]) + f" s (medians: {w / s_:.2f}x warp)")
+        for r in t["sluice"]:
+            print(f"  sluice 512: prefill {r['prefill_s']:.1f} s, {r.get('prefill_waves', 0)} wave(s) of up to "
+                  f"{r.get('wave_tokens', 0)}, expert batch {r.get('batch_tokens', 0)}, "
+                  f"{r['prefill_reads']} records read ({r['prefill_bytes'] / 1e9:.2f} GB), per routed record per "
+                  f"layer mean {r.get('prefill_reads_per_record_mean', 0):.2f} max "
+                  f"{r.get('prefill_reads_per_record_max', 0):.2f}, peak RSS {r['peak_rss_kb'] / 1048576:.2f} GiB")
+        for r in t["warp"]:
+            print(f"  warp 512: prefill {r['prefill_s']:.1f} s, {r.get('gb_read', 0):.2f} GB read, peak RSS "
+                  f"{r['peak_rss_kb'] / 1048576:.2f} GiB")
         print(f"time to first token, 16-token prompt: warp {med([r['ttft_s'] for r in res[big[0]]['warp']]):.2f} s, "
               f"sluice {med([r['ttft_s'] for r in res[big[0]]['sluice']]):.2f} s")
 
