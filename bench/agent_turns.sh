@@ -9,12 +9,12 @@
 #
 # usage: bench/agent_turns.sh MODEL [SLUICE] [-- extra `sluice serve` flags]
 #   MODEL   a container directory (any family; ids stay under 256)
-#   SLUICE  the CLI (default build/cli/sluice)
+#   SLUICE  the CLI (default build/sluice)
 # Env: PREFIX (1500), TURNS (5), THREADS (serve --threads, default 0).
 set -euo pipefail
 MODEL=${1:?usage: bench/agent_turns.sh MODEL [SLUICE] [-- serve flags]}
 shift
-SLUICE=build/cli/sluice
+SLUICE=build/sluice
 if [ $# -gt 0 ] && [ "$1" != "--" ]; then SLUICE=$1; shift; fi
 [ "${1:-}" = "--" ] && shift
 [ -x "$SLUICE" ] || { echo "agent_turns: $SLUICE is not an executable (build it: TARGETS=sluice_cli scripts/build.sh)" >&2; exit 2; }
