@@ -130,7 +130,7 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
                   "bytes of recurrent-state checkpoints kept for prompt reuse, counted in the memory plan, e.g. "
                   "512M (default: 4 checkpoints; 0 = none: a reused prefix re-evaluates KDA models from 0)");
     a->add_option("--checkpoint-every", s->checkpoint_every,
-                  "positions between recurrent-state checkpoints (default 256; -1 = only at prompt ends and "
+                  "positions between recurrent-state checkpoints (default 64; -1 = only at prompt ends and "
                   "reuse points)")
         ->check(CLI::Range(-1, 1 << 24));
     return s;

@@ -116,7 +116,7 @@ typedef struct sluice_config {
      * Neither changes results, only how many tokens a rewind re-evaluates. */
     int64_t checkpoint_bytes;    /* the pool's bytes, rounded down to whole checkpoints; 0 = default
                                     (4 checkpoints); < 0 = no pool (a rewind re-evaluates from 0) */
-    int32_t checkpoint_interval; /* positions between checkpoints; 0 = default (256); < 0 = none at
+    int32_t checkpoint_interval; /* positions between checkpoints; 0 = default (64); < 0 = none at
                                     intervals (end-of-prompt and rewind-target ones are still kept) */
     /* Expert-major prefill: a prompt runs through each layer in waves of up
      * to this many tokens, and each routed record is read once per wave
@@ -204,7 +204,7 @@ SLUICE_API sluice_status sluice_reset(sluice_ctx *ctx);
  * MLA layers' cache is cut at the target. KDA layers' recurrent state
  * cannot be cut: it is restored from the newest checkpoint at or before
  * the target (the zero state at 0) and the tokens from there are evaluated
- * again. Checkpoints are kept every checkpoint_interval positions (256)
+ * again. Checkpoints are kept every checkpoint_interval positions (64)
  * inside multi-token evaluations (a one-token decode step takes none),
  * where sluice_checkpoint is called (the end of a prompt), and at each
  * rewind target, in a pool of checkpoint_bytes (4 checkpoints by default)

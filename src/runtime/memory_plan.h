@@ -13,11 +13,12 @@ namespace sluice {
 // Prompt reuse: a checkpoint of the KDA state (every KDA layer's S and conv
 // ring) is kept every kCheckpointInterval positions, at the end of each
 // prompt and at each rewind target, in a pool of kDefaultCheckpoints
-// checkpoints unless the caller sizes it. 256: a rewind re-evaluates at
-// most 255 tokens, and a 4,096-token context needs 16 checkpoints to cover
-// it (the pool keeps the newest; the end-of-prompt and rewind-target ones
-// are where reuse happens).
-constexpr int kCheckpointInterval = 256;
+// checkpoints unless the caller sizes it. 64: a rewind re-evaluates at
+// most 63 tokens (an agent's turn 2 restored 1,280 of a 1,500-token prefix
+// at 256 and evaluated 220 again). A wave takes only the checkpoints the
+// pool keeps, and it no longer cuts the prompt there, so a finer interval
+// costs no expert reads (it did when each chunk read its records).
+constexpr int kCheckpointInterval = 64;
 constexpr int kDefaultCheckpoints = 4;
 // Bytes of one checkpoint: every KDA layer's state and conv ring (0 without KDA).
 uint64_t checkpoint_bytes(const ModelConfig &c);

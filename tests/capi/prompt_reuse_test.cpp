@@ -112,7 +112,7 @@ void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep,
     // (all of them are still in the pool here): only the tokens from it to
     // keep are evaluated again. Without KDA layers nothing is.
     const uint64_t again = after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated;
-    const int every = o.interval == 0 ? 256 : o.interval;
+    const int every = o.interval == 0 ? 64 : o.interval;
     if (expect_again < 0)
         expect_again = !m.recurrent || keep == n_first ? 0 : every > 0 ? (int64_t)(keep % (size_t)every) : (int64_t)keep;
     EXPECT_EQ(again, (uint64_t)expect_again);
@@ -159,8 +159,9 @@ TEST(PromptReuse, RewoundPrefixIsBitIdenticalOnEachFamily) {
     }
 }
 
-// The default interval (256): a prefix longer than it restores the
-// checkpoint at 256 and re-evaluates only the tokens after it.
+// The default interval (64): a prefix longer than the pool's reach
+// restores the newest checkpoint (256) and re-evaluates only the tokens
+// after it.
 TEST(PromptReuse, DefaultIntervalPrefixLongerThanAnInterval) {
     std::string why;
     const auto &models = reuse_models(&why);
