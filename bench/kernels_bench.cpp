@@ -3,6 +3,7 @@
 //   build/bench/bench_kernels [--benchmark_min_time=0.2]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <random>
@@ -146,6 +147,64 @@ void BM_VqTokens(benchmark::State &st) {
     st.SetLabel(std::string("VQ3Rx") + std::to_string(m) + "/" + (shared ? "shared" : "per-token"));
 }
 
+// Prefill rate per kernel set at T tokens (issue 28): T tokens through one
+// VQ3R expert matrix (1024 x 2304; their tables built per token, the
+// product shared across tokens in groups of kVqTokensMax where the set has
+// the shared-code kernel, as model/ffn.cpp runs it) and one Q4G trunk
+// matrix (2304 x 2304; rows_dot_n where the set has it, as runtime/ops.h
+// runs it). range(0): T; range(1): backend. items/s = tokens/s of this
+// pair of products; their per-token cost should fall as T grows.
+void BM_PrefillTokens(benchmark::State &st) {
+    const int64_t T = st.range(0);
+    const Kernels *k = backend((int)st.range(1));
+    if (!k) {
+        st.SkipWithError("backend not available on this CPU");
+        return;
+    }
+    static QTensor trunk = make_tensor(QFmt::Q4G);
+    const int S = 3, E = 256;
+    const int64_t nv = kCols / 8;
+    std::mt19937 rng(6);
+    std::vector<float> books((size_t)S * E * 8), X((size_t)(T * kCols)), Yt((size_t)(T * kRows)),
+        scale((size_t)kI, 1.0f);
+    for (auto &v : books) v = (float)(rng() % 200) * 1e-3f - 0.1f;
+    for (auto &v : X) v = (float)(rng() % 200) * 1e-2f - 1.0f;
+    std::vector<uint8_t> idx((size_t)((kI / 64) * nv * 64 * S));
+    for (auto &b : idx) b = (uint8_t)rng();
+    const float *bp[3] = {books.data(), books.data() + E * 8, books.data() + 2 * E * 8};
+    std::vector<float> Tb((size_t)(T * nv * S * E)), Ye((size_t)(T * kI));
+    std::vector<float> scratch((size_t)vq_tokens_scratch(kVqTokensMax, kI, S, E));
+    const bool shared = k->vq_gemm_u8_tokens && T >= 4;
+    auto many = k->rows_dot_n[(int)QFmt::Q4G];
+    for (auto _ : st) {
+        for (int64_t t = 0; t < T; t++) k->vq_table(X.data() + t * kCols, nv, S, E, bp, Tb.data() + t * nv * S * E);
+        if (shared) {
+            for (int64_t g0 = 0; g0 < T; g0 += kVqTokensMax) {
+                const int64_t m = std::min<int64_t>(kVqTokensMax, T - g0);
+                const float *tp[kVqTokensMax];
+                float *yp[kVqTokensMax];
+                for (int64_t i = 0; i < m; i++) {
+                    tp[i] = Tb.data() + (g0 + i) * nv * S * E;
+                    yp[i] = Ye.data() + (g0 + i) * kI;
+                }
+                k->vq_gemm_u8_tokens(tp, m, idx.data(), nv, S, E, scale.data(), yp, 0, kI, scratch.data());
+            }
+        } else {
+            for (int64_t t = 0; t < T; t++)
+                k->vq_gemv_u8(Tb.data() + t * nv * S * E, idx.data(), nv, S, E, scale.data(), Ye.data() + t * kI, 0, kI);
+        }
+        for (int64_t r = 0; r < kRows; r++) {
+            if (many && T > 1) many(trunk, r, X.data(), kCols, T, Yt.data(), kRows);
+            else
+                for (int64_t t = 0; t < T; t++) Yt[(size_t)(t * kRows + r)] = k->row_dot[(int)QFmt::Q4G](trunk, r, X.data() + t * kCols);
+        }
+        benchmark::DoNotOptimize(Ye.data());
+        benchmark::DoNotOptimize(Yt.data());
+    }
+    st.SetItemsProcessed(st.iterations() * T);
+    st.SetLabel(std::string("PREFILLx") + std::to_string(T) + "/" + k->name);
+}
+
 // The vision tower's attention: 64 query rows of one head over 1024 patches
 // (the patch budget), head width 72 (K3's tower: 1152 wide, 16 heads).
 // "GB/s" counts the key and value floats each row reads.
@@ -197,6 +256,7 @@ void BM_TowerGelu(benchmark::State &st) {
 BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_VqTokens)->ArgsProduct({{4, 8, 16}, {0, 1}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PrefillTokens)->ArgsProduct({{1, 8, 64, 512}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TowerAttn)->ArgsProduct({{0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TowerGelu)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
@@ -204,13 +264,15 @@ BENCHMARK(BM_TowerGelu)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kM
 class RatioReporter : public benchmark::ConsoleReporter {
 public:
     void ReportRuns(const std::vector<Run> &runs) override {
-        for (const Run &r : runs)
-            if (!r.error_occurred) rates[r.report_label] = r.counters.count("bytes_per_second")
-                                                               ? (double)r.counters.at("bytes_per_second")
-                                                               : 0.0;
+        for (const Run &r : runs) {
+            if (r.error_occurred) continue;
+            rates[r.report_label] =
+                r.counters.count("bytes_per_second") ? (double)r.counters.at("bytes_per_second") : 0.0;
+            if (r.counters.count("items_per_second")) tokens[r.report_label] = (double)r.counters.at("items_per_second");
+        }
         ConsoleReporter::ReportRuns(runs);
     }
-    std::map<std::string, double> rates;
+    std::map<std::string, double> rates, tokens;
 };
 
 }  // namespace
@@ -226,6 +288,16 @@ int main(int argc, char **argv) {
             auto base = rep.rates.find(std::string(kern) + "/scalar");
             if (it == rep.rates.end() || base == rep.rates.end() || base->second <= 0) continue;
             std::printf("%-8s %-8s %10.2f %9.2fx\n", kern, be, it->second / 1e9, it->second / base->second);
+        }
+    // Prefill tokens/s through one expert matrix and one trunk matrix, per
+    // kernel set, and per-token speed-up over T = 1 of the same set.
+    std::printf("\n%-8s %8s %12s %12s\n", "backend", "T", "tokens/s", "vs T=1");
+    for (const char *be : {"scalar", "avx2", "avx512", "neon"})
+        for (int T : {1, 8, 64, 512}) {
+            auto it = rep.tokens.find("PREFILLx" + std::to_string(T) + "/" + be);
+            auto one = rep.tokens.find(std::string("PREFILLx1/") + be);
+            if (it == rep.tokens.end() || one == rep.tokens.end() || one->second <= 0) continue;
+            std::printf("%-8s %8d %12.1f %11.2fx\n", be, T, it->second, it->second / one->second);
         }
     return 0;
 }

@@ -38,6 +38,9 @@ std::vector<float> run_all(const std::string &model, const std::vector<int32_t> 
     cfg.no_lookahead = p.no_lookahead;
     cfg.no_direct_io = p.no_direct;
     cfg.prefill_chunk = p.chunk;
+    // chunk 1: a token at a time, as decode runs (the lookahead's case);
+    // other chunks run in the plan's waves.
+    cfg.prefill_wave = p.chunk == 1 ? 1 : 0;
     cfg.hotlist = p.hotlist;
     cfg.no_hotlist = p.hotlist ? 0 : 1;
     cfg.n_threads = p.threads;
