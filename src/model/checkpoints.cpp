@@ -60,12 +60,7 @@ Checkpoint &Engine::checkpoint_slot(int pos) {
 
 void Engine::checkpoint() {
     if (ckpt_capacity_ == 0 || pos_ == 0) return;
-    for (const Checkpoint &c : ckpts_)
-        if (c.pos == pos_) {
-            checkpoint_slot(pos_);  // refresh: it already holds this state
-            return;
-        }
-    Checkpoint &c = checkpoint_slot(pos_);
+    Checkpoint &c = checkpoint_slot(pos_);  // one already here holds this state: copied again, unchanged
     const ModelConfig &cfg = c_.config();
     for (int L = 0; L < cfg.n_layers; L++) {
         if (!cfg.is_kda[(size_t)L]) continue;

@@ -166,7 +166,7 @@ Status Engine::moe_ffn(int L, const float *Hn, int64_t n, float *out) {
     std::vector<int> distinct(sel.begin(), sel.end());
     std::sort(distinct.begin(), distinct.end());
     distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
-    if (n > 1 && (size_t)L < prompt_.routed.size()) {
+    if ((size_t)L < prompt_.routed.size()) {
         std::vector<char> &r = prompt_.routed[(size_t)L];
         r.resize((size_t)E, 0);
         for (int e : distinct) r[(size_t)e] = 1;

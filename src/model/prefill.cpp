@@ -33,7 +33,10 @@ Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool
     // which is where a next turn that re-renders the reply (a client that
     // drops the reasoning) diverges.
     const int every = ckpt_capacity_ > 0 && n > 1 ? opt_.checkpoint_interval : 0;
+    // A prompt's routed experts are recorded whatever its wave size (moe_ffn
+    // records while routed is sized); a decode step records none.
     const bool prompt = n > 1 && experts_ != nullptr;
+    prompt_.routed.clear();
     if (prompt) {
         prompt_.reads0.assign((size_t)cfg.n_layers, 0);
         prompt_.routed.assign((size_t)cfg.n_layers, {});

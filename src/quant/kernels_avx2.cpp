@@ -75,30 +75,6 @@ float row_f32(const QTensor &W, int64_t r, const float *x) {
     return dot_f32(reinterpret_cast<const float *>(W.row(r)), x, W.cols);
 }
 
-float row_q8(const QTensor &W, int64_t r, const float *x) {
-    const int8_t *q = reinterpret_cast<const int8_t *>(W.row(r));
-    const float *sc = W.row_scales(r);
-    float acc = 0.0f;
-    for (int64_t g = 0; g < W.ng; g++) {
-        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        acc += sc[g] * dot_i8(q + i0, x + i0, lim);
-    }
-    return acc;
-}
-
-float row_q4(const QTensor &W, int64_t r, const float *x) {
-    const uint8_t *q = W.row(r);
-    const float *sc = W.row_scales(r);
-    alignas(64) int8_t unp[4096];  // group <= 4096 (checked at load)
-    float acc = 0.0f;
-    for (int64_t g = 0; g < W.ng; g++) {
-        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        unpack_q4_group(q + i0 / 2, W.group, unp);
-        acc += sc[g] * dot_i8(unp, x + i0, lim);
-    }
-    return acc;
-}
-
 // dot_i8 for two inputs sharing the converted weights: each input's sums
 // in dot_i8's order (four accumulators, hsum4, then the tail unfused).
 inline void dot_i8_x2(const int8_t *w, const float *xa, const float *xb, int64_t lim, float *pa, float *pb) {
@@ -124,11 +100,13 @@ inline void dot_i8_x2(const int8_t *w, const float *xa, const float *xb, int64_t
     *pb = sb;
 }
 
-// rows_dot_n for the grouped integer formats: per block of inputs, each
-// group is unpacked once and dotted with the inputs two at a time; every
-// input's accumulation is row_q8/q4/q3's.
+// Row r of a grouped integer format (Q8G, Q4G, Q3G) against n inputs,
+// y[t·ldy] = Σ_g scale_g · dot_i8(group g, x_t): per block of inputs, each
+// group is unpacked once (group <= 4096, checked at load) and dotted with
+// the inputs two at a time. One input is row_dot; every input's sums are
+// the same whatever n, so batched and single rows agree bit for bit.
 template <int Bits>
-void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+void grouped_rows(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *y, int64_t ldy) {
     const uint8_t *q = W.row(r);
     const float *sc = W.row_scales(r);
     alignas(64) int8_t unp[4096];
@@ -153,21 +131,20 @@ void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, in
             }
             for (; t < m; t++) acc[t] += sc[g] * dot_i8(w, x + t * ldx, lim);
         }
-        for (int64_t t = 0; t < m; t++) Y[(t0 + t) * ldy + r] = acc[t];
+        for (int64_t t = 0; t < m; t++) y[(t0 + t) * ldy] = acc[t];
     }
 }
 
-float row_q3(const QTensor &W, int64_t r, const float *x) {
-    const uint8_t *q = W.row(r);
-    const float *sc = W.row_scales(r);
-    alignas(64) int8_t unp[4096];
-    float acc = 0.0f;
-    for (int64_t g = 0; g < W.ng; g++) {
-        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        unpack_q3_group(q, i0, lim, unp);
-        acc += sc[g] * dot_i8(unp, x + i0, lim);
-    }
-    return acc;
+template <int Bits>
+float row_grouped(const QTensor &W, int64_t r, const float *x) {
+    float y;
+    grouped_rows<Bits>(W, r, x, 0, 1, &y, 0);
+    return y;
+}
+
+template <int Bits>
+void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
@@ -327,7 +304,7 @@ void vq_gemm_u8_tokens(const float *const *T, int64_t m, const uint8_t *idx, int
 const Kernels *kernels_avx2() {
     static const Kernels k = {
         "avx2",
-        {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
+        {row_f32, nullptr, row_grouped<8>, row_grouped<4>, nullptr, nullptr, nullptr, row_grouped<3>},
         dot_f32,
         vq_table,
         vq_gemv_u8,

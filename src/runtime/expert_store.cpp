@@ -46,8 +46,8 @@ Status ExpertStore::init() {
     // shrank and grew back returns to exactly its first capacity (a plan's
     // cache is not a multiple of the record once the wave and the expert
     // batch take their part of the room).
-    if (geom_.stride > 0) opt_.cache_bytes = opt_.cache_bytes / (uint64_t)geom_.stride * (uint64_t)geom_.stride;
     if (geom_.stride > 0) {
+        opt_.cache_bytes = opt_.cache_bytes / (uint64_t)geom_.stride * (uint64_t)geom_.stride;
         const uint64_t slots = (opt_.cache_bytes + opt_.prefetch_bytes) / (uint64_t)geom_.stride + 1;
         pool_ = RecordPool::create((size_t)geom_.stride, (size_t)slots);
         if (!pool_)

@@ -70,6 +70,10 @@ TEST(PrefillWave, OneWaveReadsEachRecordOnce) {
                     (size_t)waves.st.prefill_waves, waves.st.prefill_reads_per_record_mean,
                     waves.st.prefill_reads_per_record_max);
         for (double r : one.layers) EXPECT_EQ(r, 1.0);  // held across the wave's sub-waves: read once
+        // Token at a time (waves of 1) is still one prompt: every layer's
+        // routed records are counted, each read at least once.
+        ASSERT_EQ(step.layers.size(), one.layers.size());
+        for (double r : step.layers) EXPECT_GE(r, 1.0);
         EXPECT_EQ(one.st.prefill_reads_per_record_max, 1.0);
         EXPECT_GT(waves.st.prefill_reads_per_record_mean, 2.0);  // every wave reads its records again
         // Timing only: the same bits.
