@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -296,12 +297,19 @@ int serve(ServeCommand &s) {
         std::fprintf(stderr, "sluice serve: %s\n", err.c_str());
         return 1;
     }
-    std::thread([&srv, stop_set] {
+    // Joined, never detached: a detached stopper could still be inside
+    // srv.stop() (the scheduler's lock, its queue) when serve() returns and
+    // destroys srv, which corrupted the heap at exit ("malloc(): unaligned
+    // tcache chunk", once in CI). When run() ends on its own, serve() wakes
+    // the stopper with the same signal and `finished` tells it apart.
+    std::atomic<bool> finished{false};
+    std::thread stopper([&srv, &finished, stop_set] {
         int sig = 0;
         sigwait(&stop_set, &sig);
+        if (finished.load()) return;
         std::fprintf(stderr, "sluice serve: signal %d, stopping\n", sig);
         srv.stop();
-    }).detach();
+    });
 
     sluice_info info;
     sluice_info_get(ctx, &info);
@@ -312,6 +320,9 @@ int serve(ServeCommand &s) {
     std::printf("listening on http://%s:%d\n", o.host.c_str(), srv.port());
     std::fflush(stdout);
     bool ok = srv.run();
+    finished = true;
+    pthread_kill(stopper.native_handle(), SIGTERM);  // blocked in every thread: only its sigwait takes it
+    stopper.join();
     srv.stop();
     if (!s.learn.empty() && sluice_save_usage(ctx, s.learn.c_str()) != SLUICE_OK)
         std::fprintf(stderr, "sluice serve: --learn: %s\n", sluice_last_error(ctx));
