@@ -192,6 +192,12 @@ void print_stats(sluice_ctx *ctx) {
     else
         std::fprintf(stderr, "stats: memory pressure: none (available %.1f MiB, reserve %.1f MiB); cache at its planned size\n",
                      s.memory_available / 1048576.0, s.pressure_reserve / 1048576.0);
+    if (s.memory_warmed_bytes || s.records_into_cold_memory)
+        std::fprintf(stderr,
+                     "stats: memory made resident: %.1f MiB of record buffers ahead of use in %.3f s (a thread of "
+                     "its own); %llu reads into buffers not yet resident\n",
+                     s.memory_warmed_bytes / 1048576.0, s.seconds_memory_warm,
+                     (unsigned long long)s.records_into_cold_memory);
     if (s.pool_fallbacks)  // each is a record buffer outside the memory plan while it lived
         std::fprintf(stderr, "stats: %llu reads found every pre-faulted record buffer taken and mapped a fresh one\n",
                      (unsigned long long)s.pool_fallbacks);

@@ -432,6 +432,12 @@ typedef struct sluice_stats {
     int32_t prefill_moe_layers;     /* MoE layers in the two numbers below */
     double prefill_reads_per_record_mean; /* per MoE layer: records read / distinct records routed to */
     double prefill_reads_per_record_max;  /* (1.0 = each read once; lookahead guesses count) */
+    /* Making the expert cache's memory resident: the first touch of a page
+       is costly on many VMs, so a thread of its own touches record buffers
+       ahead of use and the cache grows only into them. */
+    uint64_t memory_warmed_bytes;     /* record buffer memory made resident ahead of use */
+    double seconds_memory_warm;       /* the time that took, off the reads' path */
+    uint64_t records_into_cold_memory; /* reads whose buffer was not resident yet (each faulted it in) */
 } sluice_stats;
 /* Per MoE layer, in layer order, of the last eval of more than one token:
  * records read / distinct records its tokens were routed to. Writes at most

@@ -438,6 +438,9 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->cache_shrinks = ps.shrinks;
     out->cache_grows = ps.grows;
     out->cache_bytes_released = ss.bytes_released;
+    out->memory_warmed_bytes = ss.warmed_bytes;
+    out->seconds_memory_warm = ss.warm_seconds;
+    out->records_into_cold_memory = ss.cold_takes;
     out->memory_available = ps.last_available;
     out->pressure_reserve = ps.reserve;
     const sluice::CheckpointStats cs = ctx->engine.checkpoint_stats();

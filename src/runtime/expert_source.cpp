@@ -2,11 +2,8 @@
 
 #include <sys/mman.h>
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23  // Linux 5.14; older glibc headers lack the name
-#endif
-
 #include <algorithm>
+#include <chrono>
 #include <thread>
 #include <vector>
 
@@ -53,68 +50,125 @@ std::shared_ptr<RecordPool> RecordPool::create(size_t slot_bytes, size_t slots) 
 #ifdef MADV_HUGEPAGE
     ::madvise(pool->base_, pool->slot_ * slots, MADV_HUGEPAGE);  // advisory: 4 KiB pages still work
 #endif
-    // Fault the pages in off the open path and only as far as they are
-    // used: a background thread runs MADV_POPULATE_WRITE a few slots ahead
-    // of the highest slot take() has handed out (slots go out lowest
-    // first). First touches cost the host a fault each on these VMs;
-    // touching an 8 GB pool at open took 1.6-13.7 s, and populating a 3 GB
-    // pool in the background that a tiny model never fills was 83 % of its
-    // 512-token prefill (clear_page). Populating never changes a page's
-    // contents, so it is safe on slots in use. Where the kernel lacks it
-    // (before 5.14) pages fault in at first use instead.
-    const size_t total = pool->slot_ * slots;
-    pool->populate_ = std::thread([p = pool.get(), total] {
-        const size_t ahead = std::max<size_t>(64u << 20, 8 * p->slot_);
-        size_t done = 0;
-        std::unique_lock<std::mutex> lk(p->mu_);
-        while (!p->stop_populate_ && done < total) {
-            const size_t want = std::min(total, p->high_water_ + ahead);
-            if (done >= want) {
-                p->cv_populate_.wait(lk);
-                continue;
-            }
-            lk.unlock();
-            const size_t n = std::min<size_t>(want - done, 32u << 20);
-            const bool ok = ::madvise(p->base_ + done, n, MADV_POPULATE_WRITE) == 0;
-            lk.lock();
-            if (!ok) break;
-            done += n;
-            p->populated_ = done;
-        }
-    });
-    pool->resident_ = slots;
-    pool->free_.reserve(slots);
-    for (size_t i = slots; i-- > 0;) pool->free_.push_back(pool->base_ + i * pool->slot_);
+    pool->warmer_ = std::thread([p = pool.get()] { p->warm_loop(); });
     return pool;
 }
 
 RecordPool::~RecordPool() {
     {
         std::lock_guard<std::mutex> lk(mu_);
-        stop_populate_ = true;
+        stop_ = true;
     }
-    cv_populate_.notify_all();
-    if (populate_.joinable()) populate_.join();
+    cv_warm_.notify_all();
+    cv_warmed_.notify_all();
+    if (warmer_.joinable()) warmer_.join();
     if (map_base_) ::munmap(map_base_, map_bytes_);
+}
+
+void RecordPool::warm_loop() {
+    // The first touch of a page is what costs on these VMs: the host backs
+    // it then, at about 0.3-0.5 GB/s, and a vCPU stalled in the host cannot
+    // be given to another thread, whatever this one's priority. An 8G cache
+    // warmed as fast as it could go took 10 s of system time in a 16-token
+    // run and slowed decode 1.35x. So past the urgent target (what the first
+    // prompt needs, warmed from open, and what reads ask for when no warm
+    // slot is free) slots are warmed only while the forward
+    // pass waits for a read (note_waiting), 2 MiB at a time: the cache grows
+    // on time nothing else could use, fastest when the disk is slowest,
+    // which is when a hit saves most. A slot is claimed, touched from user
+    // space and only then handed out; touching rather than
+    // MADV_POPULATE_WRITE keeps this thread off the process's mmap lock (a
+    // fault takes the mapping's own), so it can stop mid-slot harmlessly.
+    constexpr size_t kStep = 2u << 20;
+    std::unique_lock<std::mutex> lk(mu_);
+    size_t done = 0;  // bytes of warming_ touched
+    for (;;) {
+        cv_warm_.wait(lk, [&] {
+            if (stop_) return true;
+            if (warming_ && hurry_) return true;
+            const bool more = warming_ || (next_cold_ < slots_ && resident_ < limit_);
+            const size_t next = warming_ ? next_cold_ - 1 : next_cold_;
+            return more && (next < urgent_ || (next < lazy_ && waiting_ > 0));
+        });
+        if (stop_) return;
+        const bool urgent = hurry_ || (warming_ ? next_cold_ - 1 : next_cold_) < urgent_;
+        if (!warming_) {
+            warming_ = base_ + next_cold_ * slot_;
+            next_cold_++;
+            resident_++;
+            done = 0;
+        }
+        uint8_t *slot = warming_;
+        lk.unlock();
+        const auto t0 = std::chrono::steady_clock::now();
+        const size_t end = urgent ? slot_ : std::min(slot_, done + kStep);
+        volatile uint8_t *v = slot;
+        for (; done < end; done += 4096) v[done] = 0;
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        lk.lock();
+        warm_seconds_ += dt;
+        if (done < slot_) continue;
+        warmed_bytes_ += slot_;
+        if (resident_ > limit_) release_locked(slot);
+        else free_.push_back(slot);
+        warming_ = nullptr;
+        hurry_ = false;
+        cv_warmed_.notify_all();
+    }
+}
+
+void RecordPool::note_waiting(int delta) {
+    std::lock_guard<std::mutex> lk(mu_);
+    waiting_ += delta;
+    if (waiting_ > 0 && lazy_ > next_cold_) cv_warm_.notify_one();
+}
+
+void RecordPool::warm_to(size_t n, bool urgent) {
+    {
+        std::lock_guard<std::mutex> lk(mu_);
+        size_t &target = urgent ? urgent_ : lazy_;
+        if (n <= target) return;
+        target = std::min(n, slots_);
+    }
+    cv_warm_.notify_one();
 }
 
 RecordBytes RecordPool::take() {
     {
-        std::lock_guard<std::mutex> lk(mu_);
-        // Resident slots first; a released one (faulted in again on use)
-        // rather than a mapping of its own, which would cost the same pages.
-        std::vector<uint8_t *> &from = !free_.empty() ? free_ : released_;
-        if (!from.empty()) {
-            uint8_t *p = from.back();
-            from.pop_back();
-            if (&from == &released_) resident_++;
-            const size_t top = (size_t)(p - base_) + slot_;
-            if (top > high_water_) {
-                high_water_ = top;
-                cv_populate_.notify_one();
-            }
-            return RecordBytes(p, RecordFree{slot_, shared_from_this()});
+        std::unique_lock<std::mutex> lk(mu_);
+        // The slot being warmed is the last one not handed out: wait for it
+        // (the warming thread finishes it at once) rather than map a buffer
+        // outside the pool.
+        while (free_.empty() && next_cold_ >= slots_ && released_.empty() && warming_ && !stop_) {
+            hurry_ = true;
+            cv_warm_.notify_all();
+            cv_warmed_.wait(lk);
         }
+        uint8_t *p = nullptr;
+        if (!free_.empty()) {
+            // Warm: resident already, the read never faults.
+            p = free_.back();
+            free_.pop_back();
+        } else if (next_cold_ < slots_) {
+            // Nothing warm free: this read faults its slot in (counted), and
+            // the warming thread is asked to get ahead of the next ones.
+            p = base_ + next_cold_ * slot_;
+            next_cold_++;
+            resident_++;
+            cold_takes_++;
+            if (urgent_ < next_cold_ + kUrgentStep) {
+                urgent_ = std::min(slots_, next_cold_ + kUrgentStep);
+                cv_warm_.notify_one();
+            }
+        } else if (!released_.empty()) {
+            // A slot returned to the OS: faulted in again on use, rather
+            // than a mapping of its own, which would cost the same pages.
+            p = released_.back();
+            released_.pop_back();
+            resident_++;
+            cold_takes_++;
+        }
+        if (p) return RecordBytes(p, RecordFree{slot_, shared_from_this()});
         fallbacks_++;
     }
     RecordBytes b = record_alloc(slot_);
@@ -122,14 +176,11 @@ RecordBytes RecordPool::take() {
 }
 
 uint64_t RecordPool::release_locked(uint8_t *p) {
-    // Pages past what was ever faulted in were never resident: not counted.
-    const size_t off = (size_t)(p - base_), faulted = std::max(populated_, high_water_);
     ::madvise(p, slot_, MADV_DONTNEED);
     released_.push_back(p);
     resident_--;
-    const uint64_t b = off < faulted ? (uint64_t)std::min(slot_, faulted - off) : 0;
-    bytes_released_ += b;
-    return b;
+    bytes_released_ += slot_;
+    return slot_;
 }
 
 void RecordPool::give(uint8_t *p) {
@@ -139,30 +190,32 @@ void RecordPool::give(uint8_t *p) {
 }
 
 uint64_t RecordPool::set_resident_limit(size_t n) {
-    bool stop = false;
-    {
-        std::lock_guard<std::mutex> lk(mu_);
-        limit_ = n;
-        stop = resident_ > limit_ && !stop_populate_;
-        if (stop) stop_populate_ = true;
-    }
-    if (stop) {
-        // The pre-faulter would fault released slots back in: from now on
-        // slots fault in at first use. It is waited for, because a
-        // MADV_POPULATE_WRITE already running (up to 32 MiB) re-faulted
-        // slots released beside it and VmRSS did not drop (a unit test,
-        // under a loaded machine).
-        cv_populate_.notify_all();
-        if (populate_.joinable()) populate_.join();
-    }
     std::lock_guard<std::mutex> lk(mu_);
+    limit_ = n;
     uint64_t freed = 0;
     while (resident_ > limit_ && !free_.empty()) {
         uint8_t *p = free_.back();
         free_.pop_back();
         freed += release_locked(p);
     }
+    if (resident_ < limit_) cv_warm_.notify_one();  // a lifted limit lets warming go on
     return freed;
+}
+
+size_t RecordPool::resident_slots() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return resident_;
+}
+
+RecordPool::Stats RecordPool::stats() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    Stats s;
+    s.fallbacks = fallbacks_;
+    s.cold_takes = cold_takes_;
+    s.warmed_bytes = warmed_bytes_;
+    s.warm_seconds = warm_seconds_;
+    s.bytes_released = bytes_released_;
+    return s;
 }
 
 uint64_t RecordPool::bytes_released() const {

@@ -30,13 +30,17 @@ struct RecordFree {
 using RecordBytes = std::unique_ptr<uint8_t[], RecordFree>;
 RecordBytes record_alloc(size_t n);
 
-// A fixed set of equal, 4 KiB-aligned slots in one mapping, faulted in once
-// at creation (transparent huge pages where the kernel allows). Each fresh
-// mapping per read cost ~650 first-touch faults per 2.6 MB record on these
-// VMs (about 20 us each), more than the read itself; slots are reused, so
-// the read path never faults. When every slot is taken, take() falls back to
-// a mapping of its own, so a caller that pins many records is slower, never
-// stuck.
+// A fixed set of equal, 4 KiB-aligned slots in one mapping (transparent
+// huge pages where the kernel allows). Each fresh mapping per read cost ~650
+// first-touch faults per 2.6 MB record on these VMs (about 20 us each), more
+// than the read itself; slots are reused, so a read into a warm slot never
+// faults. Slots are made resident ("warmed") by a thread of the pool's own,
+// as far as warm_to() asks, never all at creation: an 8 GB pool touched at
+// open took 1.6-13.7 s, and one a tiny model never fills is memory and CPU
+// spent for nothing. When no warm slot is free, take() hands out a cold one
+// (its read faults it in, counted in Stats::cold_takes); when every slot is
+// taken, a mapping of its own, so a caller that pins many records is
+// slower, never stuck.
 class RecordPool : public std::enable_shared_from_this<RecordPool> {
 public:
     // slots x slot_bytes (rounded up to platform::io_align(): 4 KiB, or the
@@ -51,6 +55,17 @@ public:
     size_t slot_bytes() const { return slot_; }
     size_t fallbacks() const;  // takes that found no free slot
 
+    // Warm slots in the background until `n` are resident. Urgent targets
+    // (what the first prompt needs) are warmed at once; the rest only while
+    // the forward pass waits for a read (note_waiting). Never lowers a
+    // target; the resident limit below still holds.
+    void warm_to(size_t n, bool urgent);
+    // Slots whose memory is resident: warm and free, or in use.
+    size_t resident_slots() const;
+    // The forward pass starts (+1) or stops (-1) waiting for a read: lazy
+    // warming runs only then.
+    void note_waiting(int delta);
+
     // At most `n` slots keep their memory (memory pressure, issue 14): free
     // slots past that are returned to the OS now (MADV_DONTNEED), and slots
     // given back while past it are returned as they come. A returned slot
@@ -60,28 +75,46 @@ public:
     uint64_t set_resident_limit(size_t n);
     uint64_t bytes_released() const;  // since creation
 
+    struct Stats {
+        uint64_t fallbacks = 0;
+        uint64_t cold_takes = 0;      // slots handed out before they were warm: the read faulted them in
+        uint64_t warmed_bytes = 0;    // made resident ahead of use by the warming thread
+        double warm_seconds = 0;      // its time touching them
+        uint64_t bytes_released = 0;
+    };
+    Stats stats() const;
+
 private:
     RecordPool() = default;
     friend struct RecordFree;
     void give(uint8_t *p);
     bool owns(const uint8_t *p) const { return p >= base_ && p < base_ + slot_ * slots_; }
-    uint64_t release_locked(uint8_t *p);  // madvise; bytes that were faulted in
-
+    uint64_t release_locked(uint8_t *p);  // madvise; the slot's bytes
+    void warm_loop();
+    static constexpr size_t kUrgentStep = 8;  // slots warmed ahead of a read that found none warm
 
     uint8_t *base_ = nullptr, *map_base_ = nullptr;
     size_t map_bytes_ = 0, slot_ = 0, slots_ = 0;
     mutable std::mutex mu_;
+    // Every slot is in exactly one place: in use, free_ (warm), released_
+    // (memory returned to the OS), warming_, or cold (index >= next_cold_,
+    // never touched).
     std::vector<uint8_t *> free_;
-    size_t fallbacks_ = 0;
-    std::vector<uint8_t *> released_;  // free slots whose memory went back to the OS
-    size_t limit_ = SIZE_MAX;          // slots that may keep their memory
-    size_t resident_ = 0;              // slots not in released_ (free or in use)
-    uint64_t bytes_released_ = 0;
-    size_t populated_ = 0;             // bytes from base_ the pre-faulter has reached (under mu_)
-    bool stop_populate_ = false;   // under mu_
-    size_t high_water_ = 0;        // bytes from base_ up to the highest slot handed out (under mu_)
-    std::condition_variable cv_populate_;
-    std::thread populate_;  // pre-faults slots in the background, ahead of high_water_
+    std::vector<uint8_t *> released_;
+    size_t next_cold_ = 0;
+    size_t resident_ = 0;               // slots handed out or warmed, less released_
+    size_t limit_ = SIZE_MAX;           // slots that may keep their memory
+    size_t urgent_ = 0, lazy_ = 0;      // warm_to targets (slots)
+    int waiting_ = 0;                   // forward-pass threads waiting for a read (note_waiting)
+    bool stop_ = false;
+    size_t fallbacks_ = 0, cold_takes_ = 0;
+    uint64_t warmed_bytes_ = 0, bytes_released_ = 0;
+    double warm_seconds_ = 0;
+    uint8_t *warming_ = nullptr;        // the slot the warming thread has claimed
+    bool hurry_ = false;                // a take() waits for it: finish it now
+    std::condition_variable cv_warm_;   // wakes the warming thread
+    std::condition_variable cv_warmed_; // it finished a slot
+    std::thread warmer_;  // last: started after every member above exists
 };
 
 struct ExpertBuffer {

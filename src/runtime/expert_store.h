@@ -46,6 +46,9 @@ struct StoreStats {
     uint64_t pool_fallbacks = 0;  // reads that found every pooled buffer taken
     uint64_t cache_capacity = 0;  // now: the configured size, or less after memory pressure
     uint64_t bytes_released = 0;  // record buffer memory returned to the OS by shrinking
+    uint64_t cold_takes = 0;      // reads into a record buffer not yet resident (they faulted it in)
+    uint64_t warmed_bytes = 0;    // record buffer memory made resident ahead of use
+    double warm_seconds = 0;      // ... and the time that took, on the pool's own thread
     std::string io_engine, policy, io_note;  // what runs, and why io_uring does not (if so)
     int io_depth = 0;
 };
@@ -103,6 +106,7 @@ private:
     void landed(Key k, const std::shared_ptr<Inflight> &inf, RecordBytes bytes, ssize_t result);
     void release_locked(Inflight &inf);
     void insert_locked(Key k, const ExpertRef &ref);
+    uint64_t warm_cap_locked() const;  // the capacity resident memory allows now
     void note_io_locked(int delta);
     void note_guess_locked(bool used);
 
@@ -126,6 +130,9 @@ private:
     uint64_t inflight_bytes_ = 0;  // queued or read, not yet fetched or cached
     int reads_running_ = 0;
     bool holding_ = false;                         // under mu_: admit every record (set_holding)
+    bool cold_growth_ = false;                     // under mu_: preload grows the cache into cold slots
+    size_t extra_slots_ = 0;                       // pool slots beyond the cache: read-ahead, the record in use
+    static constexpr size_t kWarmStep = 8;         // slots the pool warms ahead of a cache at its warm limit
     std::unordered_map<int, uint64_t> layer_reads_;  // under mu_
     double guess_score_ = 1.0;  // recent share of lookahead guesses used (note_guess_locked)
     double busy_since_ = 0;

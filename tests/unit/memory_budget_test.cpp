@@ -9,10 +9,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/disk_probe.h"
@@ -188,6 +190,73 @@ TEST(RecordPool, ALoweredLimitReturnsTheMemoryVmRssDrops) {
     EXPECT_LE(vm_rss_kb(), full_kb - 40 * 1024);
     // Lifting the limit keeps memory out until used.
     EXPECT_EQ(pool->set_resident_limit(n), 0u);
+}
+
+// Issue 33: the pool makes slots resident on its own thread, only as far as
+// asked, and lazy targets only while the forward pass waits for a read.
+// Polls with a deadline: the warming thread runs on its own schedule.
+template <class F>
+bool eventually(F done, double seconds = 20.0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!done()) {
+        if (std::chrono::steady_clock::now() > until) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return true;
+}
+
+TEST(RecordPool, WarmsOnlyWhatIsAskedForAndReadsFindItWarm) {
+    const size_t slot = 1 << 20, n = 32;
+    auto pool = RecordPool::create(slot, n);
+    ASSERT_TRUE(pool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(pool->stats().warmed_bytes, 0u) << "nothing asked for: nothing made resident";
+    EXPECT_EQ(pool->resident_slots(), 0u);
+    pool->warm_to(8, true);
+    ASSERT_TRUE(eventually([&] { return pool->stats().warmed_bytes == 8 * slot; }))
+        << "warmed " << pool->stats().warmed_bytes;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(pool->stats().warmed_bytes, 8 * slot) << "the target is 8 slots: no more";
+    std::vector<RecordBytes> held;
+    for (int i = 0; i < 8; i++) held.push_back(pool->take());
+    EXPECT_EQ(pool->stats().cold_takes, 0u) << "8 warm slots for 8 reads";
+    held.push_back(pool->take());
+    const RecordPool::Stats st = pool->stats();
+    EXPECT_EQ(st.cold_takes, 1u) << "the ninth read found no warm slot";
+    // ... and the warming thread was asked to get ahead of the next reads.
+    ASSERT_TRUE(eventually([&] { return pool->stats().warmed_bytes >= 16 * slot; }));
+    for (int i = 0; i < 8; i++) held.push_back(pool->take());
+    std::printf("32 x 1 MiB slots: warmed %.0f MiB in %.4f s, %llu cold reads of 17\n",
+                pool->stats().warmed_bytes / (double)MiB, pool->stats().warm_seconds,
+                (unsigned long long)pool->stats().cold_takes);
+    EXPECT_EQ(pool->stats().cold_takes, 1u) << "warmed ahead after the first cold read";
+    // Every slot handed out, the one being warmed included: never a fallback.
+    for (size_t i = held.size(); i < n; i++) held.push_back(pool->take());
+    EXPECT_EQ(pool->stats().fallbacks, 0u);
+    for (const RecordBytes &b : held) {
+        ASSERT_TRUE(b);
+        std::memset(b.get(), 0x33, slot);  // writable, whole
+    }
+}
+
+TEST(RecordPool, LazyTargetsWarmOnlyWhileAReadIsWaitedFor) {
+    const size_t slot = 1 << 20, n = 16;
+    auto pool = RecordPool::create(slot, n);
+    ASSERT_TRUE(pool);
+    pool->warm_to(12, false);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_EQ(pool->stats().warmed_bytes, 0u) << "nobody waits for a read: no warming";
+    pool->note_waiting(+1);
+    ASSERT_TRUE(eventually([&] { return pool->stats().warmed_bytes == 12 * slot; }));
+    pool->note_waiting(-1);
+    EXPECT_EQ(pool->resident_slots(), 12u);
+    // A resident limit holds against every target.
+    pool->set_resident_limit(13);
+    pool->warm_to(16, true);
+    ASSERT_TRUE(eventually([&] { return pool->resident_slots() == 13; }));
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(pool->resident_slots(), 13u);
+    EXPECT_EQ(pool->stats().warmed_bytes, 13 * slot);
 }
 
 TEST(DiskProbe, MeasuresARateAndLeavesNoFileBehind) {
