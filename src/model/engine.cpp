@@ -56,7 +56,7 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     // Threads whose stacks the plan counts, as this engine starts them: the
     // caller and its n_threads - 1 pool workers, the read queue's (one
     // io_uring reaper, or io_depth readers; none for synchronous reads),
-    // the cache's pre-faulter and the pressure watcher. On 2 cores with
+    // the cache's warming thread and the pressure watcher. On 2 cores with
     // io_uring that is 5; the plan once counted 13 (8 readers always).
     const int readers = opt_.io_depth > 0 ? read_queue_threads(opt_.io_engine, opt_.io_depth) : 0;
     const int threads = std::max(1, opt_.n_threads) + readers + 2;

@@ -109,7 +109,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
 // Threads counted when the caller does not say, as an engine with the
 // defaults starts them: one compute thread per CPU (the caller is one), the
 // default read queue's (one io_uring reaper, or 8 readers), the cache's
-// pre-faulter and the pressure watcher.
+// warming thread and the pressure watcher.
 int default_thread_count();
 
 // The most of one thread's stack that can be resident: 2 MiB where
