@@ -34,7 +34,7 @@ ENGINE="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/mode
   src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
   src/runtime/memory_plan.cpp src/runtime/hotlist.cpp src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp
   src/runtime/route_trace.cpp src/runtime/read_queue.cpp src/common/cpu_list.cpp src/common/units.cpp src/runtime/mem_status.cpp
-  src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp src/runtime/process_footprint.cpp src/model/checkpoints.cpp src/model/prefill.cpp
+  src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp src/runtime/process_footprint.cpp src/model/checkpoints.cpp src/model/prefill.cpp src/model/saved_session.cpp
   src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp src/format/crc32.cpp src/format/file.cpp
   src/format/platform_io.cpp src/common/checked_file.cpp src/format/io_fault.cpp src/format/manifest.cpp src/format/container.cpp
   src/format/expert_record.cpp src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp src/quant/qtensor.cpp src/quant/dispatch.cpp
@@ -47,7 +47,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
   src/model/ffn.cpp src/runtime/thread_pool.cpp src/runtime/expert_source.cpp src/runtime/expert_store.cpp
   src/runtime/cache_policy.cpp src/runtime/cache_replay.cpp src/runtime/route_trace.cpp src/runtime/read_queue.cpp
   src/common/cpu_list.cpp src/common/units.cpp src/runtime/mem_status.cpp src/runtime/pressure_watch.cpp src/runtime/disk_probe.cpp
-  src/runtime/process_footprint.cpp src/model/checkpoints.cpp src/model/prefill.cpp src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp
+  src/runtime/process_footprint.cpp src/model/checkpoints.cpp src/model/prefill.cpp src/model/saved_session.cpp src/vision/config.cpp src/vision/image.cpp src/vision/tower.cpp src/vision/stb_impl.cpp
   src/quant/dispatch.cpp src/quant/cpu_features.cpp src/quant/kernels_scalar.cpp src/quant/kernels_nosimd.cpp
   src/quant/kernels_avx2.cpp src/quant/kernels_avx512.cpp src/quant/kernels_neon.cpp src/synth/synth.cpp
   src/convert/trunk.cpp src/convert/vq.cpp"

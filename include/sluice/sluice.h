@@ -126,6 +126,10 @@ typedef struct sluice_config {
      * 1 = token at a time. A given wave is part of the floor. Timing only:
      * results are bit-identical. */
     int32_t prefill_wave;
+    /* Sessions kept aside (sluice_session_save) may hold at most this many
+     * bytes together; counted in the memory plan (sluice_memory_plan.sessions,
+     * part of the floor). 0 = none may be kept. */
+    uint64_t session_bytes;
 } sluice_config;
 
 typedef enum sluice_io_engine {
@@ -227,6 +231,31 @@ SLUICE_API sluice_status sluice_rewind(sluice_ctx *ctx, int32_t n_keep);
  * conversation's next turn usually shares it). No-op without KDA layers,
  * at position 0, or with no pool. */
 SLUICE_API sluice_status sluice_checkpoint(sluice_ctx *ctx);
+
+/*
+ * Sessions kept aside, for a caller that alternates between conversations
+ * (a server with several clients, an agent and its sub-agents): the live
+ * session (tokens, MLA cache, KDA state and its checkpoints) is copied
+ * into a sluice_session, and a saved one is copied back into the live
+ * session later, so that conversation's next prompt rewinds into its own
+ * prefix instead of evaluating it again. Logits after a restore are
+ * bit-identical to never having left. Saved sessions hold at most
+ * sluice_config.session_bytes together (counted in the memory plan); a
+ * save past that fails with SLUICE_E_NOMEM and nothing kept (free one
+ * first). A saved session may be restored into any context of the same
+ * model and freed at any time, before or after its context is closed.
+ */
+typedef struct sluice_session sluice_session;
+SLUICE_API sluice_status sluice_session_save(sluice_ctx *ctx, sluice_session **out);
+/* Makes a copy of *s the live session (s stays valid). SLUICE_E_ARG, with
+ * the live session unchanged, when s was saved from another model. */
+SLUICE_API sluice_status sluice_session_restore(sluice_ctx *ctx, const sluice_session *s);
+/* Its bytes (what counts against session_bytes) and its tokens (buffer
+ * rules as in sluice_session_tokens; -1 marks an unmatched position). */
+SLUICE_API uint64_t sluice_session_bytes(const sluice_session *s);
+SLUICE_API sluice_status sluice_session_saved_tokens(const sluice_session *s, int32_t *out, size_t cap,
+                                                     size_t *n_out);
+SLUICE_API void sluice_session_free(sluice_session *s);
 
 /*
  * Trace hook: called during sluice_eval once per position for each stage of
@@ -501,6 +530,7 @@ typedef struct sluice_memory_plan {
     int32_t batch_tokens;      /* a wave's routed experts run for this many tokens at once (their VQ
                                   tables are per token) */
     uint64_t batch;            /* those tables beyond the chunk's, from the cache's room */
+    uint64_t sessions;         /* sessions kept aside (sluice_config.session_bytes; part of floor) */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is

@@ -1,6 +1,7 @@
 // The definition of the opaque sluice_ctx, shared by the C API's own
 // translation units (sluice.cpp, text.cpp). Not installed, not public.
 #pragma once
+#include <atomic>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -39,6 +40,9 @@ struct sluice_ctx {
     // sluice_route_dump's file, or null.
     std::FILE *route_file = nullptr;
     std::string route_path;
+    // Bytes of the sessions saved from this context (saved_sessions.cpp),
+    // shared with each so one freed after the context is still subtracted.
+    std::shared_ptr<std::atomic<uint64_t>> session_bytes_used = std::make_shared<std::atomic<uint64_t>>(0);
 
     sluice_ctx() = default;
     sluice_ctx(const sluice_ctx &) = delete;

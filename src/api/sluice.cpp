@@ -173,6 +173,9 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
                               : cfg.checkpoint_interval < 0 ? 0
                                                             : cfg.checkpoint_interval;
     opt.checkpoint_bytes = cfg.checkpoint_bytes == 0 ? -1 : cfg.checkpoint_bytes < 0 ? 0 : cfg.checkpoint_bytes;
+    if (cfg.session_bytes > (1ull << 50))
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: session_bytes must be at most 2^50");
+    opt.session_bytes = cfg.session_bytes;
     opt.metadata_only = cfg.metadata_only != 0;
     opt.pressure_watch = cfg.no_pressure_watch == 0;
     if (cfg.pressure_poll_ms < 0 || cfg.pressure_poll_ms > 60000)
@@ -525,6 +528,7 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->reserve = p.reserve;
     out->max_useful = p.max_useful;
     out->checkpoints = p.checkpoints;
+    out->sessions = p.sessions;
     copy_str(out->ram_source, sizeof(out->ram_source), p.ram_source);
     copy_str(out->choice, sizeof(out->choice), p.choice);
 }

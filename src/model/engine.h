@@ -82,6 +82,8 @@ struct EngineOptions {
     // counted in the memory plan.
     int checkpoint_interval = kCheckpointInterval;
     int64_t checkpoint_bytes = -1;
+    // Sessions kept aside (saved_session.cpp), counted in the memory plan.
+    uint64_t session_bytes = 0;
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;
@@ -110,6 +112,18 @@ struct PrefillStats {
     uint64_t tokens = 0;      // its tokens
     std::vector<double> layer_reads;  // per MoE layer, in order
 };
+// A session kept aside while others run (sluice_session_save): everything
+// eval and rewind read, its MLA cache cut to its length.
+struct SavedSession {
+    int pos = 0;
+    std::vector<int32_t> tokens;
+    std::vector<KdaState> kda;
+    std::vector<MlaState> mla;
+    std::vector<Checkpoint> ckpts;
+    uint64_t bytes = 0;  // what it holds (saved_session_bytes)
+};
+uint64_t saved_session_bytes(const SavedSession &s);
+
 struct CheckpointStats {
     uint64_t held = 0, bytes = 0;  // in the pool now
     uint64_t capacity = 0;         // checkpoints the pool holds at most
@@ -181,6 +195,12 @@ public:
     // Keeps a checkpoint of the KDA state at the current position (no-op
     // without KDA layers, at position 0, or with an empty pool).
     void checkpoint();
+    // Prompt reuse across conversations (saved_session.cpp): the live
+    // session copied out, and a copy made live again (its checkpoints too,
+    // so a rewind inside it restores as before). Restoring refuses, with
+    // the session unchanged, a copy whose shapes are not this model's.
+    Status save_session(SavedSession *out) const;
+    Status restore_session(const SavedSession &in);
     CheckpointStats checkpoint_stats() const;
     PrefillStats prefill_stats() const;
     // Evaluates n tokens from the current position. logits: n x V if all,

@@ -87,11 +87,11 @@ void RecordPool::warm_loop() {
             if (stop_) return true;
             if (warming_ && hurry_) return true;
             const bool more = warming_ || (next_cold_ < slots_ && resident_ < limit_);
-            const size_t next = warming_ ? next_cold_ - 1 : next_cold_;
+            const size_t next = warming_ ? index_of(warming_) : next_cold_;
             return more && (next < urgent_ || (next < lazy_ && waiting_ > 0));
         });
         if (stop_) return;
-        const bool urgent = hurry_ || (warming_ ? next_cold_ - 1 : next_cold_) < urgent_;
+        const bool urgent = hurry_ || (warming_ ? index_of(warming_) : next_cold_) < urgent_;
         if (!warming_) {
             warming_ = base_ + next_cold_ * slot_;
             next_cold_++;

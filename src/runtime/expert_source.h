@@ -89,6 +89,7 @@ private:
     friend struct RecordFree;
     void give(uint8_t *p);
     bool owns(const uint8_t *p) const { return p >= base_ && p < base_ + slot_ * slots_; }
+    size_t index_of(const uint8_t *p) const { return (size_t)(p - base_) / slot_; }
     uint64_t release_locked(uint8_t *p);  // madvise; the slot's bytes
     void warm_loop();
     static constexpr size_t kUrgentStep = 8;  // slots warmed ahead of a read that found none warm

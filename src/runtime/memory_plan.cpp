@@ -132,7 +132,8 @@ uint64_t wave_bytes_per_token(const ModelConfig &c) {
 }
 
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
-                   MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool, int64_t wave) {
+                   MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool, int64_t wave,
+                   uint64_t session_bytes) {
     std::string source;
     const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
     const MemStatus ms = read_mem_status(paths);
@@ -144,12 +145,13 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const uint64_t step = 8ull << 20;
     const uint64_t runtime = fp.measured ? (fp.total() / step + 1) * step : 0;
     return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, checkpoint_pool,
-                               runtime, wave);
+                               runtime, wave, session_bytes);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
-                           uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes, int64_t wave) {
+                           uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes, int64_t wave,
+                           uint64_t session_bytes) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     uint64_t largest_block = 0;  // the largest single allocation (allocator slack below)
@@ -176,6 +178,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // Twice: the live states and the copy a failed eval is rolled back to.
     p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.checkpoints = checkpoint_pool_bytes(c, checkpoint_pool);
+    p.sessions = session_bytes;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     if (c.n_experts > 0 && !m.banks.empty()) {
         const BankEntry &b = m.banks.begin()->second;
@@ -236,7 +239,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         p.wave_tokens = wave;
         p.wave = wave > chunk1 ? (uint64_t)(wave - chunk1) * per_wave_token : 0;
     }
-    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.mla_kv + p.scratch + p.wave + p.min_cache +
+    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.sessions + p.mla_kv + p.scratch + p.wave + p.min_cache +
                           p.vision + p.runtime + p.allocator_slack + p.thread_stacks;
     // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
     // resident; huge pages need fewer, so this is the most they take.
