@@ -50,6 +50,7 @@ struct ServeCommand {
     // Prompt reuse: the KDA checkpoint pool's bytes ("" = the default, 4
     // checkpoints; 0 = none) and the positions between checkpoints.
     std::string prompt_cache_bytes;
+    std::string session_cache_bytes = "256M";
     int checkpoint_every = 0;
 };
 
@@ -130,6 +131,10 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
     a->add_option("--prompt-cache-bytes", s->prompt_cache_bytes,
                   "bytes of recurrent-state checkpoints kept for prompt reuse, counted in the memory plan, e.g. "
                   "512M (default: 4 checkpoints; 0 = none: a reused prefix re-evaluates KDA models from 0)");
+    a->add_option("--session-cache-bytes", s->session_cache_bytes,
+                  "bytes of other conversations' sessions kept aside while one runs, so a conversation that "
+                  "comes back goes on from its own prefix; counted in the memory plan (default 256M; 0 = keep "
+                  "only the live session)");
     a->add_option("--checkpoint-every", s->checkpoint_every,
                   "positions between recurrent-state checkpoints (default 64; -1 = only at prompt ends and "
                   "reuse points)")
@@ -205,6 +210,15 @@ int serve(ServeCommand &s) {
             return 2;
         }
         cfg.checkpoint_bytes = pc == 0 ? -1 : (int64_t)pc;
+    }
+    {
+        uint64_t sb = 0;
+        if (!parse_size(s.session_cache_bytes, &sb) || sb > (1ull << 50)) {
+            std::fprintf(stderr, "sluice serve: --session-cache-bytes '%s' is not a size up to 1P (examples: 256M, 1G, 0)\n",
+                         s.session_cache_bytes.c_str());
+            return 2;
+        }
+        cfg.session_bytes = sb;
     }
     cfg.checkpoint_interval = s.checkpoint_every;
     cfg.budget_bytes = budget;

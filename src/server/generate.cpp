@@ -192,9 +192,9 @@ bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &p
         std::vector<int32_t> have;
         if (m.session_tokens(&have)) {
             *reusable = true;
-            size_t k = 0;
-            const size_t most = std::min(have.size(), prompt.size() - 1);
-            while (k < most && have[k] == prompt[k]) k++;
+            // Another conversation kept aside may share more (session_shelf.h).
+            if (Keeper *kp = m.keeper(); kp && m.shelf()) m.shelf()->before_prompt(*kp, &have, prompt);
+            const size_t k = shared_prefix(have, prompt);
             // A failed rewind (a token it must evaluate again is unknown, an
             // I/O error) falls back to a fresh session.
             size_t again = 0;

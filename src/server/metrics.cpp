@@ -85,6 +85,16 @@ std::string Metrics::render(const SchedulerStats &q, const std::string &model) c
         metric(o, "sluice_prompt_tokens_reevaluated_total", "counter",
                "Positions evaluated again to rewind the KDA state from a checkpoint to a reused prefix's end.");
         o += "sluice_prompt_tokens_reevaluated_total " + std::to_string(e.rewind_tokens_reevaluated) + "\n";
+        metric(o, "sluice_sessions_kept", "gauge",
+               "Other conversations' sessions kept aside (serve --session-cache-bytes), and their bytes below.");
+        o += "sluice_sessions_kept " + std::to_string(e.sessions.held) + "\n";
+        metric(o, "sluice_sessions_kept_bytes", "gauge", "Bytes of the sessions kept aside.");
+        o += "sluice_sessions_kept_bytes " + std::to_string(e.sessions.bytes) + "\n";
+        metric(o, "sluice_sessions_resumed_total", "counter",
+               "Prompts that went on from a conversation kept aside instead of the live session.");
+        o += "sluice_sessions_resumed_total " + std::to_string(e.sessions.resumed) + "\n";
+        metric(o, "sluice_sessions_dropped_total", "counter", "Kept sessions dropped for room, least recently used first.");
+        o += "sluice_sessions_dropped_total " + std::to_string(e.sessions.dropped) + "\n";
         metric(o, "sluice_expert_cache_hits_total", "counter", "Routed-expert lookups served from the cache.");
         o += "sluice_expert_cache_hits_total " + std::to_string(e.expert_cache_hits) + "\n";
         metric(o, "sluice_expert_cache_misses_total", "counter", "Routed-expert lookups that read the disk.");

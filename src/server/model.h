@@ -14,6 +14,8 @@
 #include <string_view>
 #include <vector>
 
+#include "server/session_shelf.h"
+
 namespace sluice::server {
 
 // One part of a content array: text, or an image (images.h resolves its
@@ -76,6 +78,7 @@ struct EngineStats {
     uint64_t expert_cache_hits = 0, expert_cache_misses = 0;
     uint64_t expert_reads = 0, expert_bytes_read = 0;
     double seconds_eval = 0, seconds_read = 0;
+    ShelfStats sessions;  // conversations kept aside (session_shelf.h)
 };
 
 class Model {
@@ -124,6 +127,10 @@ public:
         return false;
     }
     virtual void checkpoint() {}
+    // Prompt reuse across conversations (session_shelf.h): the sessions
+    // kept aside and the policy over them; null where the model keeps none.
+    virtual Keeper *keeper() { return nullptr; }
+    virtual SessionShelf *shelf() { return nullptr; }
     // Feeds n tokens; logits (vocab floats) receives the last position's logits.
     virtual bool eval(const int32_t *ids, size_t n, float *logits, std::string *err) = 0;
     // Feeds n tokens; logits (n x vocab floats) receives every position's logits.

@@ -64,12 +64,20 @@ private:
     sluice_sampler *s_;
 };
 
-class SluiceModel final : public Model {
+// A session kept aside (sluice_session_save), for the shelf.
+struct KeptSluiceSession final : Keeper::Kept {
+    sluice_session *s = nullptr;
+    ~KeptSluiceSession() override { sluice_session_free(s); }
+};
+
+class SluiceModel final : public Model, public Keeper {
 public:
     SluiceModel(sluice_ctx *ctx, bool vision) : ctx_(ctx), vision_(vision) {
         vocab_ = sluice_n_vocab(ctx_);
         sluice_memory_plan p;
-        context_ = sluice_memory_plan_get(ctx_, &p) == SLUICE_OK && p.context > 0 ? p.context : 4096;
+        const bool planned = sluice_memory_plan_get(ctx_, &p) == SLUICE_OK;
+        context_ = planned && p.context > 0 ? p.context : 4096;
+        keeps_ = planned && p.sessions > 0;
         piece_.resize((size_t)std::max(vocab_, 0));
         have_piece_.assign((size_t)std::max(vocab_, 0), false);
     }
@@ -196,6 +204,7 @@ public:
         if (sluice_stats_get(ctx_, &s) != SLUICE_OK) return false;
         out->tokens_evaluated = s.tokens_evaluated;
         out->rewind_tokens_reevaluated = s.rewind_tokens_reevaluated;
+        out->sessions = shelf_.stats();
         out->expert_cache_hits = s.expert_cache_hits;
         out->expert_cache_misses = s.expert_cache_misses;
         out->expert_reads = s.expert_reads;
@@ -228,6 +237,23 @@ public:
         return true;
     }
     void checkpoint() override { sluice_checkpoint(ctx_); }
+    Keeper *keeper() override { return keeps_ ? this : nullptr; }
+    SessionShelf *shelf() override { return keeps_ ? &shelf_ : nullptr; }
+    std::unique_ptr<Kept> keep(bool *full) override {
+        auto k = std::make_unique<KeptSluiceSession>();
+        const sluice_status st = sluice_session_save(ctx_, &k->s);
+        *full = st == SLUICE_E_NOMEM;
+        if (st != SLUICE_OK) return nullptr;
+        size_t n = 0;
+        k->tokens.resize((size_t)std::max(sluice_n_past(ctx_), 0));
+        if (sluice_session_saved_tokens(k->s, k->tokens.data(), k->tokens.size(), &n) != SLUICE_OK) return nullptr;
+        k->tokens.resize(n);
+        k->bytes = sluice_session_bytes(k->s);
+        return k;
+    }
+    bool resume(const Kept &k) override {
+        return sluice_session_restore(ctx_, static_cast<const KeptSluiceSession &>(k).s) == SLUICE_OK;
+    }
     bool eval(const int32_t *ids, size_t n, float *logits, std::string *err) override {
         sluice_status st = sluice_eval(ctx_, ids, n, logits);
         if (st != SLUICE_OK) return *err = describe(ctx_, st), false;
@@ -334,6 +360,8 @@ private:
 
     sluice_ctx *ctx_;
     bool vision_ = false;
+    bool keeps_ = false;  // the context may keep sessions aside (sluice_config.session_bytes)
+    SessionShelf shelf_;
     int32_t vocab_ = 0, context_ = 0;
     bool stop_known_ = false;
     int32_t stop_ = -1;

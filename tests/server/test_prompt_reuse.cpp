@@ -32,7 +32,7 @@ std::vector<int32_t> ids(size_t n, int vocab, int salt) {
 
 class Served {
 public:
-    explicit Served(const std::string &path) {
+    explicit Served(const std::string &path, uint64_t session_bytes = 0) {
         sluice_config cfg;
         sluice_config_default(&cfg);
         cfg.n_threads = 2;
@@ -40,6 +40,7 @@ public:
         cfg.no_direct_io = 1;
         cfg.prefill_chunk = 4;
         cfg.checkpoint_interval = 8;
+        cfg.session_bytes = session_bytes;
         sluice_ctx *ctx = nullptr;
         EXPECT_EQ(sluice_open(path.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
         model_ = make_sluice_model(ctx);
@@ -116,6 +117,57 @@ TEST(ServerPromptReuse, SecondTurnReusesThePrefixWithIdenticalLogprobs) {
         const std::string want = "sluice_prompt_tokens_cached_total " + std::to_string(want_cached + (int)turn2.size() - 1) + "\n";
         EXPECT_NE(met.find(want), std::string::npos) << met;
         EXPECT_NE(met.find("sluice_prompt_tokens_reevaluated_total "), std::string::npos);
+    }
+}
+
+// Two conversations taking turns (an agent and its sub-agent): with
+// sessions kept aside each goes on from its own prefix, bit-identical to a
+// fresh evaluation; with none kept, each turn evaluates its whole history
+// (they share no prefix).
+TEST(ServerPromptReuse, ConversationsTakingTurnsEachGoOnFromTheirOwnPrefix) {
+    std::string why;
+    const auto &models = sluice_test::reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    for (const auto &m : models) {
+        SCOPED_TRACE(m.name);
+        for (const uint64_t keep : {uint64_t(64) << 20, uint64_t(0)}) {
+            SCOPED_TRACE(keep ? "sessions kept" : "none kept");
+            Served s(m.path, keep);
+            std::vector<int32_t> a = ids(60, m.vocab, 3), b = ids(50, m.vocab, 4);
+            b[0] = (a[0] + 1) % m.vocab;  // nothing shared
+            const json a1 = s.complete(a, true), b1 = s.complete(b, true);
+            EXPECT_EQ(cached(a1), 0);
+            EXPECT_EQ(cached(b1), 0);
+            // Each conversation's next turn: its prompt, its reply, new tokens.
+            auto next = [&](std::vector<int32_t> p, const json &reply, int salt) {
+                for (const auto &t : reply["choices"][0]["token_ids"]) p.push_back(t.get<int32_t>());
+                const std::vector<int32_t> more = ids(10, m.vocab, salt);
+                p.insert(p.end(), more.begin(), more.end());
+                return p;
+            };
+            const std::vector<int32_t> a2 = next(a, a1, 5), b2 = next(b, b1, 6);
+            const json ra = s.complete(a2, true), rb = s.complete(b2, true);
+            if (keep) {
+                // All of the previous prompt comes back (a KDA model
+                // re-evaluates from its end-of-prompt checkpoint).
+                EXPECT_GE(cached(ra), (int)a.size() - 1);
+                EXPECT_GE(cached(rb), (int)b.size() - 1);
+            } else {
+                EXPECT_EQ(cached(ra), 0);
+                EXPECT_EQ(cached(rb), 0);
+            }
+            const json fa = s.complete(a2, false), fb = s.complete(b2, false);
+            EXPECT_EQ(ra["choices"][0]["logprobs"].dump(), fa["choices"][0]["logprobs"].dump());
+            EXPECT_EQ(rb["choices"][0]["logprobs"].dump(), fb["choices"][0]["logprobs"].dump());
+            const std::string met = s.metrics();
+            if (keep) {
+                EXPECT_NE(met.find("sluice_sessions_resumed_total 2\n"), std::string::npos) << met;
+            } else {
+                EXPECT_NE(met.find("sluice_sessions_resumed_total 0\n"), std::string::npos) << met;
+            }
+            std::printf("%-12s %s: turn 2 cached %d of %d (A) and %d of %d (B)\n", m.name.c_str(),
+                        keep ? "kept" : "none", cached(ra), (int)a2.size(), cached(rb), (int)b2.size());
+        }
     }
 }
 
