@@ -50,7 +50,7 @@ struct ServeCommand {
     // Prompt reuse: the KDA checkpoint pool's bytes ("" = the default, 4
     // checkpoints; 0 = none) and the positions between checkpoints.
     std::string prompt_cache_bytes;
-    std::string session_cache_bytes = "256M";
+    std::string session_cache_bytes = "auto";
     int checkpoint_every = 0;
 };
 
@@ -133,8 +133,8 @@ std::shared_ptr<ServeCommand> add_serve_command(CLI::App &app) {
                   "512M (default: 4 checkpoints; 0 = none: a reused prefix re-evaluates KDA models from 0)");
     a->add_option("--session-cache-bytes", s->session_cache_bytes,
                   "bytes of other conversations' sessions kept aside while one runs, so a conversation that "
-                  "comes back goes on from its own prefix; counted in the memory plan (default 256M; 0 = keep "
-                  "only the live session)");
+                  "comes back goes on from its own prefix; counted in the memory plan (default auto: room for "
+                  "two at --ctx; 0 = keep only the live session)");
     a->add_option("--checkpoint-every", s->checkpoint_every,
                   "positions between recurrent-state checkpoints (default 64; -1 = only at prompt ends and "
                   "reuse points)")
@@ -211,10 +211,14 @@ int serve(ServeCommand &s) {
         }
         cfg.checkpoint_bytes = pc == 0 ? -1 : (int64_t)pc;
     }
-    {
+    if (s.session_cache_bytes == "auto") {
+        cfg.session_bytes = SLUICE_SESSION_BYTES_AUTO;
+    } else {
         uint64_t sb = 0;
         if (!parse_size(s.session_cache_bytes, &sb) || sb > (1ull << 50)) {
-            std::fprintf(stderr, "sluice serve: --session-cache-bytes '%s' is not a size up to 1P (examples: 256M, 1G, 0)\n",
+            std::fprintf(stderr,
+                         "sluice serve: --session-cache-bytes '%s' is not a size up to 1P or auto (examples: 256M, "
+                         "1G, 0, auto)\n",
                          s.session_cache_bytes.c_str());
             return 2;
         }

@@ -128,7 +128,8 @@ typedef struct sluice_config {
     int32_t prefill_wave;
     /* Sessions kept aside (sluice_session_save) may hold at most this many
      * bytes together; counted in the memory plan (sluice_memory_plan.sessions,
-     * part of the floor). 0 = none may be kept. */
+     * part of the floor). 0 = none may be kept; SLUICE_SESSION_BYTES_AUTO =
+     * room for two sessions of this model at max_context. */
     uint64_t session_bytes;
 } sluice_config;
 
@@ -139,6 +140,9 @@ typedef enum sluice_io_engine {
 } sluice_io_engine;
 
 typedef struct sluice_ctx sluice_ctx;
+
+/* sluice_config.session_bytes: room for two saved sessions at max_context. */
+#define SLUICE_SESSION_BYTES_AUTO UINT64_MAX
 
 typedef struct sluice_info {
     char family[32];        /* "kimi-linear", "kimi-k3" or "deepseek-v3" */
@@ -235,15 +239,17 @@ SLUICE_API sluice_status sluice_checkpoint(sluice_ctx *ctx);
 /*
  * Sessions kept aside, for a caller that alternates between conversations
  * (a server with several clients, an agent and its sub-agents): the live
- * session (tokens, MLA cache, KDA state and its checkpoints) is copied
- * into a sluice_session, and a saved one is copied back into the live
- * session later, so that conversation's next prompt rewinds into its own
- * prefix instead of evaluating it again. Logits after a restore are
- * bit-identical to never having left. Saved sessions hold at most
- * sluice_config.session_bytes together (counted in the memory plan); a
- * save past that fails with SLUICE_E_NOMEM and nothing kept (free one
- * first). A saved session may be restored into any context of the same
- * model and freed at any time, before or after its context is closed.
+ * session (tokens, MLA cache, KDA state, and the newest of its checkpoints:
+ * where its last prompt ended) is copied into a sluice_session, and a
+ * saved one is copied back into the live session later, so that
+ * conversation's next prompt rewinds into its own prefix instead of
+ * evaluating it again (from that checkpoint; a rewind to before it, from
+ * 0). Logits after a restore are bit-identical to never having left. Saved
+ * sessions hold at most sluice_config.session_bytes together (counted in
+ * the memory plan); a save past that fails with SLUICE_E_NOMEM and nothing
+ * kept (free one first). A saved session may be restored into any context
+ * of the same model and freed at any time, before or after its context is
+ * closed.
  */
 typedef struct sluice_session sluice_session;
 SLUICE_API sluice_status sluice_session_save(sluice_ctx *ctx, sluice_session **out);

@@ -173,9 +173,9 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
                               : cfg.checkpoint_interval < 0 ? 0
                                                             : cfg.checkpoint_interval;
     opt.checkpoint_bytes = cfg.checkpoint_bytes == 0 ? -1 : cfg.checkpoint_bytes < 0 ? 0 : cfg.checkpoint_bytes;
-    if (cfg.session_bytes > (1ull << 50))
-        return fail(ctx, SLUICE_E_ARG, "sluice_open: session_bytes must be at most 2^50");
-    opt.session_bytes = cfg.session_bytes;
+    if (cfg.session_bytes > (1ull << 50) && cfg.session_bytes != SLUICE_SESSION_BYTES_AUTO)
+        return fail(ctx, SLUICE_E_ARG, "sluice_open: session_bytes must be at most 2^50 (or SLUICE_SESSION_BYTES_AUTO)");
+    opt.session_bytes = cfg.session_bytes == SLUICE_SESSION_BYTES_AUTO ? sluice::kSessionBytesAuto : cfg.session_bytes;
     opt.metadata_only = cfg.metadata_only != 0;
     opt.pressure_watch = cfg.no_pressure_watch == 0;
     if (cfg.pressure_poll_ms < 0 || cfg.pressure_poll_ms > 60000)

@@ -82,7 +82,8 @@ struct EngineOptions {
     // counted in the memory plan.
     int checkpoint_interval = kCheckpointInterval;
     int64_t checkpoint_bytes = -1;
-    // Sessions kept aside (saved_session.cpp), counted in the memory plan.
+    // Sessions kept aside (saved_session.cpp), counted in the memory plan;
+    // kSessionBytesAuto: two sessions at max_context (auto_session_bytes).
     uint64_t session_bytes = 0;
 };
 
@@ -196,8 +197,8 @@ public:
     // without KDA layers, at position 0, or with an empty pool).
     void checkpoint();
     // Prompt reuse across conversations (saved_session.cpp): the live
-    // session copied out, and a copy made live again (its checkpoints too,
-    // so a rewind inside it restores as before). Restoring refuses, with
+    // session copied out with its newest checkpoint, and a copy made live
+    // again (a rewind inside it restores from that checkpoint, or from 0). Restoring refuses, with
     // the session unchanged, a copy whose shapes are not this model's.
     Status save_session(SavedSession *out) const;
     Status restore_session(const SavedSession &in);

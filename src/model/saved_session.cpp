@@ -28,7 +28,15 @@ Status Engine::save_session(SavedSession *out) const {
         s.mla[L].len = mla_[L].len;
         s.mla[L].cache.assign(mla_[L].cache.begin(), mla_[L].cache.end());  // exactly its length
     }
-    s.ckpts = ckpts_;
+    // Only the newest checkpoint: where the conversation's last prompt
+    // ended, which its next turn rewinds to when it re-renders the reply
+    // (a client that drops the reasoning). Older ones would double or
+    // treble the bytes (one checkpoint is the whole KDA state) for rewinds
+    // a returning conversation rarely makes.
+    const Checkpoint *newest = nullptr;
+    for (const Checkpoint &c : ckpts_)
+        if (c.pos <= pos_ && (!newest || c.pos > newest->pos)) newest = &c;
+    if (newest) s.ckpts.push_back(*newest);
     s.bytes = saved_session_bytes(s);
     *out = std::move(s);
     return Status::ok();

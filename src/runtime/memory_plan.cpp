@@ -178,8 +178,10 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // Twice: the live states and the copy a failed eval is rolled back to.
     p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.checkpoints = checkpoint_pool_bytes(c, checkpoint_pool);
-    p.sessions = session_bytes;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
+    p.sessions = session_bytes == kSessionBytesAuto
+                     ? 2 * (2 * checkpoint_bytes(c) + p.mla_kv + (uint64_t)ctx * sizeof(int32_t))
+                     : session_bytes;
     if (c.n_experts > 0 && !m.banks.empty()) {
         const BankEntry &b = m.banks.begin()->second;
         // parse_manifest refuses experts < 1; the guard keeps this division

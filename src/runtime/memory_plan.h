@@ -20,6 +20,11 @@ namespace sluice {
 // costs no expert reads (it did when each chunk read its records).
 constexpr int kCheckpointInterval = 64;
 constexpr int kDefaultCheckpoints = 4;
+// Sessions kept aside (sluice_session_save): the caller's bytes, or this
+// for room for two sessions of the model at the planned context, each its
+// KDA state, one checkpoint and its MLA rows.
+constexpr uint64_t kSessionBytesAuto = ~0ull;
+
 // Bytes of one checkpoint: every KDA layer's state and conv ring (0 without KDA).
 uint64_t checkpoint_bytes(const ModelConfig &c);
 // The pool for a request: -1 = kDefaultCheckpoints checkpoints; otherwise

@@ -82,17 +82,17 @@ TEST(SavedSession, RestoredConversationGivesTheSameBits) {
         EXPECT_EQ(std::memcmp(logits.data(), want.data(), logits.size() * 4), 0) << "restored, then continued";
 
         // Again from the saved copy (it stays valid), rewinding inside A's
-        // prefix: its checkpoints came with it.
+        // prefix: its newest checkpoint (64, every 16) came with it.
         sluice_stats before{}, after{};
         ASSERT_EQ(sluice_session_restore(ctx, sa), SLUICE_OK);
         ASSERT_EQ(sluice_stats_get(ctx, &before), SLUICE_OK);
-        ASSERT_EQ(sluice_rewind(ctx, 40), SLUICE_OK) << sluice_last_error(ctx);
+        ASSERT_EQ(sluice_rewind(ctx, 67), SLUICE_OK) << sluice_last_error(ctx);
         ASSERT_EQ(sluice_stats_get(ctx, &after), SLUICE_OK);
         if (m.recurrent) {
-            EXPECT_LE(after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated, 15u)
-                << "a checkpoint every 16 positions was saved with A";
+            EXPECT_EQ(after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated, 3u)
+                << "A's newest checkpoint (64) was saved with it";
         }
-        std::vector<int32_t> tail(a_more.begin() + 40, a_more.end());
+        std::vector<int32_t> tail(a_more.begin() + 67, a_more.end());
         ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), logits.data()), SLUICE_OK);
         EXPECT_EQ(std::memcmp(logits.data(), want.data(), logits.size() * 4), 0) << "restored, rewound, continued";
 
@@ -103,6 +103,12 @@ TEST(SavedSession, RestoredConversationGivesTheSameBits) {
         ASSERT_EQ(sluice_session_restore(ctx, sb), SLUICE_OK);
         ASSERT_EQ(sluice_eval(ctx, more.data(), more.size(), logits.data()), SLUICE_OK);
         EXPECT_EQ(std::memcmp(logits.data(), want_b.data(), logits.size() * 4), 0);
+        // B again, rewound to before its newest checkpoint (32): from 0.
+        ASSERT_EQ(sluice_session_restore(ctx, sb), SLUICE_OK);
+        ASSERT_EQ(sluice_rewind(ctx, 20), SLUICE_OK) << sluice_last_error(ctx);
+        std::vector<int32_t> b_tail(b_more.begin() + 20, b_more.end());
+        ASSERT_EQ(sluice_eval(ctx, b_tail.data(), b_tail.size(), logits.data()), SLUICE_OK);
+        EXPECT_EQ(std::memcmp(logits.data(), want_b.data(), logits.size() * 4), 0) << "rewound to before the checkpoint";
         sluice_session_free(sa);
         sluice_session_free(sb);
         sluice_close(ctx);
@@ -143,6 +149,17 @@ TEST(SavedSession, BytesAreBoundedAndFreedSessionsGiveThemBack) {
     // Freed after its context closed: still fine (ASan checks the count).
     sluice_close(ctx);
     sluice_session_free(s2);
+    // Auto: room for two sessions at the context, in the plan.
+    {
+        sluice_ctx *a2 = open_with(m, SLUICE_SESSION_BYTES_AUTO);
+        ASSERT_TRUE(a2);
+        sluice_memory_plan p{};
+        ASSERT_EQ(sluice_memory_plan_get(a2, &p), SLUICE_OK);
+        std::printf("auto session_bytes: %llu bytes at context %d (one saved session of 50 tokens: %llu)\n",
+                    (unsigned long long)p.sessions, p.context, (unsigned long long)one);
+        EXPECT_GT(p.sessions, 2 * one);
+        sluice_close(a2);
+    }
     // No room at all by default.
     sluice_ctx *none = open_with(m, 0);
     ASSERT_TRUE(none);
