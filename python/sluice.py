@@ -55,7 +55,8 @@ class _Config(_c.Structure):
                 ("exclusive_open", _i32), ("lock_memory", _i32), ("metadata_only", _i32),
                 ("progress", _PROGRESS), ("progress_user", _c.c_void_p), ("no_pressure_watch", _i32),
                 ("pressure_poll_ms", _i32), ("pressure_reserve_bytes", _u64), ("memory_probe", _c.c_void_p),
-                ("memory_probe_user", _c.c_void_p), ("checkpoint_bytes", _c.c_int64), ("checkpoint_interval", _i32)]
+                ("memory_probe_user", _c.c_void_p), ("checkpoint_bytes", _c.c_int64), ("checkpoint_interval", _i32),
+                ("prefill_wave", _i32), ("session_bytes", _u64)]
 
 
 class _Info(_c.Structure):
@@ -78,7 +79,8 @@ class _Plan(_c.Structure):
                                     "working_set", "ram_limit", "budget", "cache")] + \
                [("context", _i32), ("ram_source", _c.c_char * 160), ("choice", _c.c_char * 320), ("vision", _u64)] + \
                [(n, _u64) for n in ("runtime", "allocator_slack", "thread_stacks", "page_tables")] + \
-               [("threads", _i32)] + [(n, _u64) for n in ("available", "reserve", "max_useful", "checkpoints")]
+               [("threads", _i32)] + [(n, _u64) for n in ("available", "reserve", "max_useful", "checkpoints")] + \
+               [("wave_tokens", _i32), ("wave", _u64), ("batch_tokens", _i32), ("batch", _u64), ("sessions", _u64)]
 
 
 class _Stats(_c.Structure):
@@ -94,7 +96,11 @@ class _Stats(_c.Structure):
                 ("seconds_vision", _f64), ("images_encoded", _u64), ("pressure_watch", _i32)] + \
                [(n, _u64) for n in ("cache_capacity_bytes", "cache_shrinks", "cache_grows", "cache_bytes_released",
                                     "memory_available", "pressure_reserve", "checkpoints_held", "checkpoint_bytes",
-                                    "checkpoint_capacity", "rewind_restores", "rewind_tokens_reevaluated")]
+                                    "checkpoint_capacity", "rewind_restores", "rewind_tokens_reevaluated")] + \
+               [("prefill_wave_tokens", _i32), ("prefill_waves", _u64), ("prefill_tokens", _u64),
+                ("prefill_moe_layers", _i32), ("prefill_reads_per_record_mean", _f64),
+                ("prefill_reads_per_record_max", _f64), ("memory_warmed_bytes", _u64), ("seconds_memory_warm", _f64),
+                ("records_into_cold_memory", _u64)]
 
 
 class _ChatMessage(_c.Structure):

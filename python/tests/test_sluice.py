@@ -144,6 +144,24 @@ class Binding(unittest.TestCase):
         self.assertGreaterEqual(s["tokens_evaluated"], 1)
         self.assertIn(s["cache_policy"], ("freq", "lfru", "lru"))
 
+    def test_structs_hold_everything_the_library_writes(self):
+        # The library writes whole C structs into these mirrors: one that
+        # lags the header (fields added at the end) lets it write past the
+        # buffer ctypes allocated. A canary after each struct must survive.
+        import ctypes
+
+        def canary_call(struct, call):
+            n = ctypes.sizeof(struct)
+            buf = (ctypes.c_ubyte * (n + 512))(*([0xAB] * (n + 512)))
+            call(ctypes.cast(buf, ctypes.POINTER(struct)))
+            self.assertEqual(bytes(buf[n:]), b"\xab" * 512, f"{struct.__name__} is smaller than the C struct")
+
+        lib = self.m._lib
+        canary_call(sluice._Stats, lambda p: lib.sluice_stats_get(self.m._live(), p))
+        err = ctypes.create_string_buffer(512)
+        canary_call(sluice._Plan, lambda p: lib.sluice_plan_model(os.fsencode(MODEL), 0, 0, None, p, err, len(err)))
+        canary_call(sluice._Config, lambda p: lib.sluice_config_default(p))
+
     def test_dump_routes(self):
         info = self.m.info()
         with tempfile.TemporaryDirectory() as d:
