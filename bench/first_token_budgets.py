@@ -23,6 +23,8 @@ Needs root to drop the page cache; without it the rows say "kept".
 """
 import argparse, os, re, statistics, subprocess, sys, time
 
+from benchlib import drop, header, sh
+
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
 ap.add_argument("--build", default="build")
@@ -39,27 +41,7 @@ if not os.path.isfile(os.path.join(a.model, "manifest.json")):
     sys.exit(f"first_token_budgets: no container at {a.model}; write one with: {sluice} synth --out {a.model} --jobs 2")
 
 
-def drop():
-    subprocess.run(["sync"])
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return "dropped"
-    except OSError:
-        return "kept"
-
-
-def sh(cmd):
-    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
-
-
-rev = sh("git rev-parse --short HEAD") + ("" if sh("git status --porcelain --untracked-files=no") == "" else "+dirty")
-print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} commit {rev}")
-cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2")
-flags = open("/proc/cpuinfo").read()
-isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-load = " ".join(open("/proc/loadavg").read().split()[0:3])
-print(f"# {cpu}, {isa}, {os.cpu_count()} cores; load {load}")
+header()
 probe = os.path.join(a.build, "bench", "bench_disk_probe")
 if os.access(probe, os.X_OK):
     drop()

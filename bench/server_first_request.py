@@ -15,7 +15,9 @@ usage: server_first_request.py MODEL [--sluice build/sluice] [--budgets 3G,8G,16
        [--prompt 16] [--requests 3] [--threads 2]
 Needs root to drop the page cache; without it the rows say "kept".
 """
-import argparse, http.client, json, os, re, socket, statistics, subprocess, sys, time
+import argparse, http.client, json, os, re, statistics, subprocess, sys, time
+
+from benchlib import drop, free_port, header
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
@@ -32,28 +34,6 @@ if not os.access(a.sluice, os.X_OK):
     sys.exit(f"server_first_request: {a.sluice} is not an executable (build it: TARGETS=sluice_cli scripts/build.sh)")
 
 
-def drop():
-    subprocess.run(["sync"])
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return "dropped"
-    except OSError:
-        return "kept"
-
-
-def sh(cmd):
-    return subprocess.run(cmd, shell=True, capture_output=True, text=True).stdout.strip()
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def post(port, body):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
@@ -64,13 +44,10 @@ def post(port, body):
     return json.loads(data)
 
 
-rev = sh("git rev-parse --short HEAD") + ("" if sh("git status --porcelain --untracked-files=no") == "" else "+dirty")
-print(f"# {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} commit {rev}")
-flags = open("/proc/cpuinfo").read()
-isa = "AVX-512" if "avx512f" in flags else "AVX2" if "avx2" in flags else "no AVX2"
-cpu = sh("grep -m1 'model name' /proc/cpuinfo | cut -d: -f2")
-load = " ".join(open("/proc/loadavg").read().split()[0:3])
-print(f"# {cpu}, {isa}, {os.cpu_count()} cores; load {load}")
+header()
+# Prompt ids in [100, 30100) as on the 48B shape, within a smaller vocabulary.
+vocab = json.load(open(os.path.join(a.model, "manifest.json"))).get("config", {}).get("vocab_size", 30100)
+span = max(1, min(30000, vocab - 100))
 budgets = a.budgets.split(",")
 firsts = {b: [] for b in budgets}
 laters = {b: [] for b in budgets}
@@ -92,7 +69,7 @@ for r in range(a.rounds):
         times = []
         for i in range(a.requests):
             # A different prompt per request (ids differ from the first on).
-            ids = [(1000 + 37 * k + 7919 * (i + r * a.requests)) % 30000 + 100 for k in range(a.prompt)]
+            ids = [(1000 + 37 * k + 7919 * (i + r * a.requests)) % span + 100 for k in range(a.prompt)]
             t1 = time.monotonic()
             post(port, {"prompt": ids, "max_tokens": 1, "temperature": 0, "cache_prompt": False})
             times.append(time.monotonic() - t1)

@@ -14,7 +14,9 @@ within 1.2 x that + 0.5 s.
 
 usage: two_conversations.py MODEL [--sluice build/sluice] [--prefix 1500] [--turns 6] [--threads 2]
 """
-import argparse, http.client, json, os, random, socket, subprocess, sys, time
+import argparse, http.client, json, os, random, subprocess, sys, time
+
+from benchlib import free_port, header
 
 ap = argparse.ArgumentParser()
 ap.add_argument("model")
@@ -27,14 +29,6 @@ if not os.path.isfile(os.path.join(a.model, "manifest.json")):
     sys.exit(f"two_conversations: no container at {a.model}")
 if not os.access(a.sluice, os.X_OK):
     sys.exit(f"two_conversations: {a.sluice} is not an executable (build it: TARGETS=sluice_cli scripts/build.sh)")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 def ttft(port, prompt, cache=True):
@@ -96,6 +90,7 @@ def run(keep):
         p.wait()
 
 
+header()
 print(f"# model {a.model}, prefix {a.prefix} tokens per conversation, {a.turns} turns alternating A/B")
 results = {k: run(k) for k in ("auto", "0")}
 print("| turn | conv | prompt | cached (kept) | TTFT kept (s) | cached (none) | TTFT none (s) | new alone (s) | "
