@@ -67,16 +67,19 @@ for r in range(a.rounds):
             sys.exit(f"server_first_request: serve did not start: {p.stderr.read().decode()[-600:]}")
         t_listen = time.monotonic() - t0
         times = []
-        for i in range(a.requests):
-            # A different prompt per request (ids differ from the first on).
-            ids = [(1000 + 37 * k + 7919 * (i + r * a.requests)) % span + 100 for k in range(a.prompt)]
-            t1 = time.monotonic()
-            post(port, {"prompt": ids, "max_tokens": 1, "temperature": 0, "cache_prompt": False})
-            times.append(time.monotonic() - t1)
-        with open(f"/proc/{p.pid}/status") as f:
-            hwm = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) / 2**20
-        p.terminate()
-        p.wait()
+        try:
+            for i in range(a.requests):
+                # A different prompt per request (ids differ from the first on).
+                ids = [(1000 + 37 * k + 7919 * (i + r * a.requests)) % span + 100 for k in range(a.prompt)]
+                t1 = time.monotonic()
+                post(port, {"prompt": ids, "max_tokens": 1, "temperature": 0, "cache_prompt": False})
+                times.append(time.monotonic() - t1)
+            with open(f"/proc/{p.pid}/status") as f:
+                hwm = int(re.search(r"VmHWM:\s+(\d+)", f.read()).group(1)) / 2**20
+        finally:
+            # A failed request must not leave the server running.
+            p.terminate()
+            p.wait()
         firsts[b].append(times[0])
         laters[b].extend(times[1:])
         print(f"| {r + 1} | {b} | {page} | {t_listen:.2f} | {' / '.join(f'{t:.2f}' for t in times)} | {hwm:.2f} |",
