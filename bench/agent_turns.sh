@@ -10,7 +10,8 @@
 # usage: bench/agent_turns.sh MODEL [SLUICE] [-- extra `sluice serve` flags]
 #   MODEL   a container directory (any family; ids stay under 256)
 #   SLUICE  the CLI (default build/sluice)
-# Env: PREFIX (1500), TURNS (5), THREADS (serve --threads, default 0).
+# Env: PREFIX (1500), TURNS (5), THREADS (serve --threads, default 0), OFF (1; 0 skips the
+# cache_prompt-off column).
 set -euo pipefail
 MODEL=${1:?usage: bench/agent_turns.sh MODEL [SLUICE] [-- serve flags]}
 shift
@@ -26,7 +27,7 @@ LOG=$(mktemp)
 PID=$!
 trap 'kill $PID 2>/dev/null; wait $PID 2>/dev/null; rm -f "$LOG"' EXIT
 
-PORT=$PORT PREFIX=${PREFIX:-1500} TURNS=${TURNS:-5} MODEL=$MODEL /usr/bin/python3 - <<'EOF' || { echo "agent_turns: failed; the server said:" >&2; tail -20 "$LOG" >&2; exit 1; }
+PORT=$PORT PREFIX=${PREFIX:-1500} TURNS=${TURNS:-5} OFF=${OFF:-1} MODEL=$MODEL /usr/bin/python3 - <<'EOF' || { echo "agent_turns: failed; the server said:" >&2; tail -20 "$LOG" >&2; exit 1; }
 import http.client, json, os, random, sys, time
 
 port, prefix_n, turns = int(os.environ["PORT"]), int(os.environ["PREFIX"]), int(os.environ["TURNS"])
@@ -86,7 +87,9 @@ on = []
 for p in prompts:
     before = reevaluated()
     on.append(ttft(p, True) + (reevaluated() - before,))
-off = [ttft(p, False) for p in prompts]
+# OFF=0 skips the cache_prompt-off column (a whole prefix per turn: about
+# 10 minutes a turn on the 48B shape on 2 AVX2 cores).
+off = [ttft(p, False) for p in prompts] if os.environ.get("OFF", "1") != "0" else [(float("nan"), None)] * turns
 alone = [ttft(n, False) for n in news]
 print(f"prefix {prefix_n} tokens, {turns} turns, model {os.environ['MODEL']}")
 print("turn  new  cached  again   TTFT on   TTFT off  new alone  target(1.2x+0.5)  met")
