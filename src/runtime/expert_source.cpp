@@ -218,16 +218,6 @@ RecordPool::Stats RecordPool::stats() const {
     return s;
 }
 
-uint64_t RecordPool::bytes_released() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return bytes_released_;
-}
-
-size_t RecordPool::fallbacks() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return fallbacks_;
-}
-
 Status SyncExpertSource::fetch(int layer, int expert, ExpertRef *out) {
     const Manifest &m = c_.manifest();
     auto it = m.banks.find(layer);

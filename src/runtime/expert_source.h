@@ -53,7 +53,7 @@ public:
     RecordBytes take();
     size_t slots() const { return slots_; }
     size_t slot_bytes() const { return slot_; }
-    size_t fallbacks() const;  // takes that found no free slot
+    size_t fallbacks() const { return stats().fallbacks; }  // takes that found no free slot
 
     // Warm slots in the background until `n` are resident. Urgent targets
     // (what the first prompt needs) are warmed at once; the rest only while
@@ -73,7 +73,7 @@ public:
     // so a caller is slower, never stuck. n >= slots() lifts the limit.
     // Returns the bytes returned now.
     uint64_t set_resident_limit(size_t n);
-    uint64_t bytes_released() const;  // since creation
+    uint64_t bytes_released() const { return stats().bytes_released; }  // since creation
 
     struct Stats {
         uint64_t fallbacks = 0;
