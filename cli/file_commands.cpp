@@ -159,3 +159,46 @@ int cmd_verify(VerifyArgs &a) {
     else std::printf("verify: OK\n");
     return rc == 0 ? 0 : 1;
 }
+
+CLI::App *add_export_gguf_command(CLI::App &app, ExportGgufArgs *a) {
+    auto *x = app.add_subcommand("export-gguf", "write a container as a GGUF file that llama.cpp loads");
+    x->option_defaults()->always_capture_default();
+    x->add_option("container", a->container, "container directory")->required();
+    x->add_option("out", a->out, "the .gguf file to write")->required();
+    x->add_option("--trunk-type", a->trunk_type, "trunk matrices: f32, f16 or q8_0 (norms and vectors stay f32)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
+    x->add_option("--expert-type", a->expert_type, "routed experts, rebuilt dense from their VQ codes: f32 or f16")
+        ->check(CLI::IsMember({"f32", "f16"}));
+    x->add_flag("-q,--quiet", a->quiet, "no progress line");
+    return x;
+}
+
+int cmd_export_gguf(ExportGgufArgs &a) {
+    sluice::gguf::ExportOptions o;
+    o.container = a.container;
+    o.out = a.out;
+    if (!sluice::gguf::parse_type(a.trunk_type, &o.trunk) || !sluice::gguf::parse_type(a.expert_type, &o.experts)) {
+        std::fprintf(stderr, "sluice export-gguf: unknown tensor type\n");
+        return 2;
+    }
+    sluice::gguf::ExportReport rep;
+    const auto t0 = std::chrono::steady_clock::now();
+    int last_pct = -1;
+    auto progress = [&](uint64_t done, uint64_t total) {
+        const int pct = total ? (int)(100 * done / total) : 100;
+        if (a.quiet || pct == last_pct || !isatty(2)) return;
+        last_pct = pct;
+        std::fprintf(stderr, "\rexport-gguf: %3d%% of %.1f MiB", pct, (double)total / (1 << 20));
+    };
+    const sluice::Status st = sluice::gguf::export_gguf(o, &rep, progress);
+    if (!a.quiet && last_pct >= 0) std::fputc('\n', stderr);
+    if (!st.is_ok()) {
+        std::fprintf(stderr, "sluice export-gguf: %s\n", st.message().c_str());
+        return st.code() == SLUICE_E_ARG ? 2 : 1;
+    }
+    for (const auto &n : rep.notes) std::printf("note: %s\n", n.c_str());
+    std::printf("wrote %s: %s, %llu tensors, %.1f MiB in %.1f s\n", a.out.c_str(), rep.arch.c_str(),
+                (unsigned long long)rep.tensors, (double)rep.bytes / (1 << 20),
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    return 0;
+}

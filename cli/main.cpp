@@ -791,6 +791,8 @@ int main(int argc, char **argv) {
     add_convert_command(app, &conv, &conv_cmd);
     VerifyArgs ver;
     auto *ver_cmd = add_verify_command(app, &ver);
+    ExportGgufArgs xg;
+    auto *xg_cmd = add_export_gguf_command(app, &xg);
     // Listed for --help; `sluice kld ...` is dispatched above.
     app.add_subcommand("kld", "KL-divergence quality suite: suite make, capture, compare, paired, noise, report "
                               "(`sluice kld help`)")
@@ -825,6 +827,7 @@ int main(int argc, char **argv) {
     if (int src; sluice::run_serve_command(*serve_cmd, &src)) return src;
     if (*conv_cmd) return cmd_convert(conv);
     if (*ver_cmd) return cmd_verify(ver);
+    if (*xg_cmd) return cmd_export_gguf(xg);
     // Checked before any command runs: a garbage --budget must not fall
     // back to the automatic budget silently (info and logits did).
     uint64_t b;

@@ -24,11 +24,12 @@ ALLOWED = {
     "convert": {"common", "quant", "format"},
     "synth": {"common", "quant", "format", "convert"},
     "kld": {"common", "quant", "format"},
+    "gguf": {"common", "quant", "format", "convert"},
     "api": {"common", "quant", "format", "runtime", "vision", "model", "tokenizer", "sample", "grammar", "synth"},
     "server": {"common"},
     # The CLI is a client of the C API; the products that are files in,
     # files out (convert, synth, kld) and the server are linked beside it.
-    "cli": {"common", "server", "convert", "synth", "kld"},
+    "cli": {"common", "server", "convert", "synth", "kld", "gguf"},
 }
 # Known exceptions, each to be removed rather than added to: `sluice kld
 # inspect` reads safetensors headers through src/format directly. (The CLI's

@@ -81,4 +81,45 @@ Status check_expert_record(const uint8_t *rec, const ExpertGeom &g, int layer, i
     return Status::ok();
 }
 
+void expert_dense_rows(const ExpertView &v, const ExpertGeom &g, ExpertMatrix m, const float *books, int book_entries,
+                       int64_t r0, int64_t n, float *out) {
+    const bool down = m == ExpertMatrix::down;
+    const int64_t cols = down ? g.I : g.n_in;
+    const int64_t rows = down ? g.n_in : g.I;
+    const int64_t nv = cols / 8;
+    const int S = g.stages, E = book_entries, u = g.unit;
+    const uint8_t *idx = m == ExpertMatrix::gate ? v.gate : m == ExpertMatrix::up ? v.up : v.down;
+    // Row scales: I gate, I up, n_in down (FORMAT.md §6.8).
+    const int64_t scale_at = m == ExpertMatrix::gate ? 0 : m == ExpertMatrix::up ? g.I : 2 * g.I;
+    const float *book0 = books + ((int64_t)v.codebook_id + (int64_t)m * S) * 8 * E;
+    for (int64_t k = 0; k < n; k++) {
+        const int64_t r = r0 + k;
+        float *o = out + k * cols;
+        if (r < 0 || r >= rows) {
+            for (int64_t c = 0; c < cols; c++) o[c] = 0.0f;
+            continue;
+        }
+        const float rho = f16_scale(rd16(v.scales + 2 * (scale_at + r)));
+        // [row block][vector][row in block][unit] (FORMAT.md §6.5).
+        const uint8_t *blk = idx + (r >> 6) * nv * 64 * u + (r & 63) * u;
+        for (int64_t vi = 0; vi < nv; vi++) {
+            const uint8_t *c = blk + vi * 64 * u;
+            int code[8] = {};
+            if (g.index_bits == 6) {
+                code[0] = c[0] & 63;
+                code[1] = ((c[0] >> 6) | (c[1] << 2)) & 63;
+                code[2] = ((c[1] >> 4) | (c[2] << 4)) & 63;
+                code[3] = c[2] >> 2;
+            } else {
+                for (int s = 0; s < S && s < 8; s++) code[s] = c[s];
+            }
+            for (int j = 0; j < 8; j++) {
+                float w = 0.0f;
+                for (int s = 0; s < S && s < 8; s++) w += book0[(int64_t)s * 8 * E + (int64_t)j * E + code[s]];
+                o[vi * 8 + j] = rho * w;
+            }
+        }
+    }
+}
+
 }  // namespace sluice

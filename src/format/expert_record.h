@@ -36,4 +36,18 @@ struct ExpertView {
 Status check_expert_record(const uint8_t *rec, const ExpertGeom &g, int layer, int expert, int64_t codebook_base,
                            int64_t n_books, bool verify_crc, const std::string &where, ExpertView *out);
 
+// The three matrices of a record, in the order their books follow
+// codebook_id (gate, up, down: S books each).
+enum class ExpertMatrix { gate = 0, up = 1, down = 2 };
+
+// Rows [r0, r0 + n) of one matrix of a checked record as dense f32 (FORMAT.md
+// §6.9): W[r][8v + j] = scale[r] · Σ_s book(codebook_id + m·S + s)[j][code(r, v, s)],
+// the stages summed in order. books: the container's decoded codebooks
+// (Container::book(0)), book_entries each (Container::book_entries(): 8-bit
+// codes pad every book to 256), component-major. Rows outside the matrix
+// come out zero. For export (GGUF) and dense checks; the engine's products
+// never build W.
+void expert_dense_rows(const ExpertView &v, const ExpertGeom &g, ExpertMatrix m, const float *books, int book_entries,
+                       int64_t r0, int64_t n, float *out);
+
 }  // namespace sluice

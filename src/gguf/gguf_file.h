@@ -1,0 +1,49 @@
+// GGUF v3 (llama.cpp's model file) as sluice writes and reads it: the value
+// and tensor types, and the sizes both sides must agree on. Only the tensor
+// types sluice exports or imports are named; a file holding any other type
+// is refused with the tensor's name and the type's number.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace sluice::gguf {
+
+constexpr uint32_t kMagic = 0x46554747u;  // "GGUF" read little-endian
+constexpr uint32_t kVersion = 3;
+constexpr uint64_t kAlignment = 32;  // general.alignment's default
+// llama.cpp's GGML_MAX_NAME is 64 including the terminating NUL: a longer
+// tensor name loads as a truncated one and is then reported missing.
+constexpr size_t kMaxTensorName = 63;
+constexpr int kMaxDims = 4;  // GGML_MAX_DIMS
+
+enum class ValueType : uint32_t {
+    U8 = 0, I8 = 1, U16 = 2, I16 = 3, U32 = 4, I32 = 5, F32 = 6, BOOL = 7,
+    STR = 8, ARR = 9, U64 = 10, I64 = 11, F64 = 12,
+};
+
+enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30 };
+
+// Bytes of one stored row of ne0 values; 0 when ne0 does not fit the type's
+// block (Q8_0 stores blocks of 32: an f16 scale and 32 int8).
+uint64_t row_bytes(TensorType t, int64_t ne0);
+const char *type_name(TensorType t);
+// "f32", "f16", "q8_0" (the names the CLI takes) to a type; false if unknown.
+bool parse_type(const std::string &name, TensorType *out);
+
+// One metadata value. Arrays hold strings in strs or numbers in nums (every
+// integer type fits a double exactly up to 2^53, far above any count a model
+// header holds; u64/i64 scalars keep their exact value in u/i).
+struct Value {
+    ValueType type = ValueType::U32;
+    ValueType elem = ValueType::U32;  // for ARR
+    uint64_t u = 0;
+    int64_t i = 0;
+    double f = 0;
+    bool b = false;
+    std::string s;
+    std::vector<std::string> strs;
+    std::vector<double> nums;
+};
+
+}  // namespace sluice::gguf

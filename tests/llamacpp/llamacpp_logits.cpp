@@ -1,0 +1,140 @@
+// llama.cpp's logits for a token-id prompt, as the second outside judge
+// (issue 29). Built at test time against the headers of the llama.cpp
+// revision that the npm prebuilt libllama was built from (the git bundle in
+// node-llama-cpp), never against a copy of its declarations: the struct
+// layouts change between revisions, and a mismatch fails at context creation.
+//
+//   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32
+//                   [--all ALL.f32] [--threads N] [--verbose]
+//
+// Writes the last position's full-vocabulary logits as little-endian f32 (the
+// layout of the oracle's --dump and of sluice logits --dump), and with --all
+// every position's. Exact-compare mode: flash attention off and an F32 KV
+// cache, since flash attention on the CPU runs partly in F16 and would add
+// about 1e-3 of its own rounding to the comparison.
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "ggml-backend.h"
+#include "llama.h"
+
+namespace {
+
+bool g_verbose = false;
+
+void log_cb(ggml_log_level level, const char *text, void *) {
+  if (g_verbose || level == GGML_LOG_LEVEL_ERROR) std::fputs(text, stderr);
+}
+
+int fail(const std::string &msg) {
+  std::fprintf(stderr, "llamacpp_logits: %s\n", msg.c_str());
+  return 2;
+}
+
+bool parse_ids(const char *s, std::vector<llama_token> *out) {
+  while (*s) {
+    char *end = nullptr;
+    errno = 0;
+    long v = std::strtol(s, &end, 10);
+    if (end == s || errno || v < 0 || v > 0x7fffffff) return false;
+    out->push_back(static_cast<llama_token>(v));
+    s = end;
+    if (*s == ',') ++s;
+    else if (*s) return false;
+  }
+  return !out->empty();
+}
+
+// Writes to PATH.tmp and renames: a run that fails leaves no file that looks complete.
+bool write_f32(const std::string &path, const float *data, size_t n) {
+  const std::string tmp = path + ".tmp";
+  FILE *f = std::fopen(tmp.c_str(), "wb");
+  if (!f) return false;
+  bool ok = std::fwrite(data, sizeof(float), n, f) == n;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  std::string model_path, bins, out, all;
+  std::vector<llama_token> ids;
+  int threads = 2;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&](const char *what) -> const char * {
+      if (i + 1 >= argc) return nullptr;
+      (void)what;
+      return argv[++i];
+    };
+    const char *v = nullptr;
+    if (a == "--verbose") { g_verbose = true; continue; }
+    if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads") {
+      v = next(a.c_str());
+      if (!v) return fail(a + " needs a value");
+    }
+    if (a == "--ids") { if (!parse_ids(v, &ids)) return fail(std::string("--ids: not a list of token ids: ") + v); }
+    else if (a == "--bins") bins = v;
+    else if (a == "--out") out = v;
+    else if (a == "--all") all = v;
+    else if (a == "--threads") threads = std::atoi(v);
+    else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
+    else return fail("unknown argument " + a);
+  }
+  if (model_path.empty() || ids.empty() || bins.empty() || out.empty())
+    return fail("usage: llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32 [--all ALL.f32] [--threads N]");
+  if (threads < 1) threads = 1;
+
+  llama_log_set(log_cb, nullptr);
+  ggml_backend_load_all_from_path(bins.c_str());
+  llama_backend_init();
+  llama_model_params mp = llama_model_default_params();
+  mp.n_gpu_layers = 0;
+  llama_model *model = llama_model_load_from_file(model_path.c_str(), mp);
+  if (!model) return fail(model_path + ": llama.cpp could not load it (run with --verbose for its log)");
+  const int n = static_cast<int>(ids.size());
+  llama_context_params cp = llama_context_default_params();
+  cp.n_ctx = cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n < 64 ? 64 : n);
+  cp.n_threads = cp.n_threads_batch = threads;
+  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+  cp.type_k = cp.type_v = GGML_TYPE_F32;
+  llama_context *ctx = llama_init_from_model(model, cp);
+  if (!ctx) { llama_model_free(model); return fail(model_path + ": llama.cpp could not create a context"); }
+  const llama_vocab *vocab = llama_model_get_vocab(model);
+  const int V = llama_vocab_n_tokens(vocab);
+  for (llama_token t : ids)
+    if (t >= V) { llama_free(ctx); llama_model_free(model); return fail("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V)); }
+  llama_batch b = llama_batch_init(n, 0, 1);
+  for (int i = 0; i < n; ++i) {
+    b.token[i] = ids[i];
+    b.pos[i] = i;
+    b.n_seq_id[i] = 1;
+    b.seq_id[i][0] = 0;
+    b.logits[i] = 1;
+  }
+  b.n_tokens = n;
+  int rc = llama_decode(ctx, b);
+  int status = 0;
+  if (rc != 0) {
+    status = fail("llama_decode returned " + std::to_string(rc));
+  } else {
+    std::vector<float> every(static_cast<size_t>(n) * V);
+    for (int i = 0; i < n; ++i) std::memcpy(&every[static_cast<size_t>(i) * V], llama_get_logits_ith(ctx, i), sizeof(float) * V);
+    if (!write_f32(out, &every[static_cast<size_t>(n - 1) * V], V)) status = fail("cannot write " + out);
+    else if (!all.empty() && !write_f32(all, every.data(), every.size())) status = fail("cannot write " + all);
+  }
+  llama_batch_free(b);
+  llama_free(ctx);
+  llama_model_free(model);
+  llama_backend_free();
+  return status;
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the llama.cpp logits driver (llamacpp_logits.cpp) into WORK, against
+# the headers of the exact llama.cpp revision the npm prebuilt libllama was
+# built from, and links it to that library. Idempotent: a driver newer than
+# its source is kept. Exit 77 (SKIP) with the reason when a prerequisite is
+# missing; any other failure is a failure.
+#   prepare.sh WORK   ->  WORK/llamacpp_logits, WORK/bins (the library folder)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+work="$1"
+mkdir -p "$work"
+bins="$here/node/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
+skip() { echo "SKIP: $*"; exit 77; }
+[ "$(uname -m)" = x86_64 ] || skip "the npm prebuilt llama.cpp is for linux-x64; this is $(uname -m)"
+[ -f "$bins/libllama.v0.5.0.so" ] ||
+  skip "@node-llama-cpp/linux-x64 is not installed (bash .ci/deps/llamacpp.sh installs it: npm ci in tests/llamacpp/node)"
+command -v g++ >/dev/null || skip "no g++"
+driver="$work/llamacpp_logits"
+if [ -x "$driver" ] && [ "$driver" -nt "$here/llamacpp_logits.cpp" ]; then
+  ln -sfn "$bins" "$work/bins"
+  exit 0
+fi
+# node-llama-cpp 3.22.1's tarball carries llama/gitRelease.bundle: llama.cpp
+# v0.5.0 (the prebuilt's LLAMA_COMMIT 0ad4a86), pinned by npm's integrity.
+want_sri="sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw=="
+hdr="$work/llama-headers"
+if [ ! -f "$hdr/include/llama.h" ]; then
+  command -v npm >/dev/null || skip "npm is not installed (the llama.cpp headers come from the node-llama-cpp package)"
+  command -v git >/dev/null || skip "git is not installed (the llama.cpp source is a git bundle)"
+  tmp="$(mktemp -d "$work/fetch.XXXXXX")"
+  trap 'rm -rf "$tmp"' EXIT
+  (cd "$tmp" && npm pack node-llama-cpp@3.22.1 --silent >/dev/null) ||
+    skip "npm pack node-llama-cpp@3.22.1 failed (no registry?)"
+  got_sri="sha512-$(openssl dgst -sha512 -binary "$tmp/node-llama-cpp-3.22.1.tgz" | base64 -w0)"
+  if [ "$got_sri" != "$want_sri" ]; then
+    echo "prepare.sh: node-llama-cpp-3.22.1.tgz has integrity $got_sri, not the pinned $want_sri" >&2
+    exit 1
+  fi
+  tar -xzf "$tmp/node-llama-cpp-3.22.1.tgz" -C "$tmp" package/llama/gitRelease.bundle
+  git init -q "$tmp/src"
+  git -C "$tmp/src" fetch -q "$tmp/package/llama/gitRelease.bundle" HEAD
+  mkdir -p "$tmp/hdr"
+  git -C "$tmp/src" archive FETCH_HEAD include ggml/include | tar -x -C "$tmp/hdr"
+  rm -rf "$hdr"
+  mv "$tmp/hdr" "$hdr"
+fi
+g++ -O2 -std=c++17 -Wall "$here/llamacpp_logits.cpp" -I"$hdr/include" -I"$hdr/ggml/include" -L"$bins" \
+  -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -Wl,-rpath,"$bins" -o "$driver.tmp"
+mv "$driver.tmp" "$driver"
+ln -sfn "$bins" "$work/bins"
