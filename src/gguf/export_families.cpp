@@ -3,7 +3,9 @@
 // Face names. Each mapping was checked end to end against llama.cpp's
 // logits (tests/llamacpp); the comments name the llama.cpp behaviour that
 // makes a transform or a refusal necessary.
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 
 #include "gguf/export_source.h"
 
@@ -322,6 +324,102 @@ Status export_kimi(ExportSource &s, const std::string &A) {
 
 Status export_kimi_linear(ExportSource &s) { return export_kimi(s, "kimi-linear"); }
 Status export_k3(ExportSource &s) { return export_kimi(s, "kimi-k3"); }
-Status export_deepseek(ExportSource &s) { return unsupported(s.container().dir() + ": deepseek export: not yet"); }
+// DeepSeek-V3 / Kimi K2 as llama.cpp's deepseek2: MLA with q_lora and
+// interleaved rotary (llama.cpp's NORM rope pairs adjacent values, as
+// sluice does: no row permutation), YaRN, sigmoid routing with the
+// selection bias, shared experts, dense lead layers.
+Status export_deepseek(ExportSource &s) {
+    const std::string A = "deepseek2";
+    const ModelConfig &c = s.cfg();
+    for (int L = 0; L < c.n_layers; L++)
+        if (L < (int)c.is_kda.size() && c.is_kda[L]) return refuse(s, A, "KDA layers (export it as kimi-linear)");
+    if (c.mla_output_gate || c.r_lat > 0 || c.attn_res_block > 0 || c.situ)
+        return refuse(s, A, "K3 blocks (MLA output gate, latent experts, AttnRes or SiTU): export it as kimi-k3");
+    if (!c.rope.enabled) return refuse(s, A, "MLA without rotary positions (deepseek2 always rotates)");
+    if (c.routed_scaling == 0.0f) return refuse(s, A, "routed_scaling_factor 0 (llama.cpp reads 0 as no scaling)");
+    int n_dense = 0;
+    SLUICE_TRY(dense_lead(s, A, &n_dense));
+    const bool has_moe = n_dense < c.n_layers;
+    if (has_moe && !s.has(layer_name(n_dense, "block_sparse_moe.shared_experts.gate_proj.weight")))
+        return refuse(s, A, "MoE layers without a shared expert (deepseek2 builds one in every MoE layer)");
+    if (s.container().manifest().eq.index_bits == 6)
+        s.note("VQ4P experts: sluice multiplies them through an int8 table of the input; the GGUF holds the exact "
+               "dense weights, so expect differences near 1e-2 from that rounding");
+
+    s.set_arch(A);
+    Writer &w = s.writer();
+    w.set_str("general.name", "sluice export");
+    const RopeConfig &rp = c.rope;
+    const bool yarn = rp.yarn && rp.factor > 1.0;
+    w.set_u32(A + ".context_length", yarn ? (uint32_t)(rp.original_max_pos * rp.factor) : 4096u);
+    w.set_u32(A + ".embedding_length", (uint32_t)c.hidden);
+    w.set_u32(A + ".block_count", (uint32_t)c.n_layers);
+    w.set_u32(A + ".vocab_size", (uint32_t)c.vocab);
+    w.set_u32(A + ".feed_forward_length", (uint32_t)c.inter);
+    w.set_u32(A + ".leading_dense_block_count", (uint32_t)n_dense);
+    w.set_u32(A + ".attention.head_count", (uint32_t)c.n_heads);
+    w.set_u32(A + ".attention.head_count_kv", 1);  // MLA served as MQA over the latent
+    w.set_f32(A + ".attention.layer_norm_rms_epsilon", c.eps);
+    w.set_u32(A + ".attention.q_lora_rank", (uint32_t)std::max(c.q_lora, 0));
+    mla_keys(s, A);
+    w.set_f32(A + ".rope.freq_base", (float)rp.theta);
+    w.set_u32(A + ".expert_count", (uint32_t)(has_moe ? c.n_experts : 0));
+    w.set_u32(A + ".expert_used_count", (uint32_t)(has_moe ? c.top_k : 0));
+    w.set_u32(A + ".expert_feed_forward_length", (uint32_t)c.moe_inter);
+    // The shared width is moe_intermediate_size · max(n_shared, 1) in sluice.
+    w.set_u32(A + ".expert_shared_count", (uint32_t)std::max(c.n_shared, 1));
+    w.set_u32(A + ".expert_gating_func", 2);  // sigmoid; the default (softmax) would be silently wrong
+    // llama.cpp would renormalize a single expert to weight 1; sluice keeps its sigmoid.
+    w.set_bool(A + ".expert_weights_norm", c.renormalize && c.top_k > 1);
+    w.set_f32(A + ".expert_weights_scale", c.routed_scaling);
+    if (yarn) {
+        w.set_str(A + ".rope.scaling.type", "yarn");
+        w.set_f32(A + ".rope.scaling.factor", (float)rp.factor);
+        w.set_u32(A + ".rope.scaling.original_context_length", (uint32_t)rp.original_max_pos);
+        // llama.cpp's attention scale is sluice's (1 + 0.1·mscale_all_dim·ln s)² / √(nope + rope)
+        // with a rotary amplitude of 1 only through these keys (measured: 0.49 and 0.70 off without).
+        if (rp.mscale_all_dim != 0.0)
+            w.set_f32(A + ".rope.scaling.yarn_log_multiplier", (float)(0.1 * rp.mscale_all_dim));
+        else
+            w.set_f32(A + ".rope.scaling.attn_factor", (float)(1.0 / (1.0 + 0.1 * std::log(rp.factor))));
+        // Written for a llama.cpp that reads them; v0.5.0's deepseek2 does not (see the note).
+        w.set_f32(A + ".rope.scaling.yarn_beta_fast", (float)rp.beta_fast);
+        w.set_f32(A + ".rope.scaling.yarn_beta_slow", (float)rp.beta_slow);
+        if (rp.beta_fast != 32.0 || rp.beta_slow != 1.0) {
+            char line[200];
+            std::snprintf(line, sizeof line,
+                          "YaRN betas %g / %g: llama.cpp v0.5.0's deepseek2 ignores them in the file and uses 32 / 1; "
+                          "run it with --yarn-beta-fast %g --yarn-beta-slow %g",
+                          rp.beta_fast, rp.beta_slow, rp.beta_fast, rp.beta_slow);
+            s.note(line);
+        }
+    } else {
+        w.set_str(A + ".rope.scaling.type", "none");
+    }
+    // No expert_group_count: sluice, like warp, routes without DeepSeek-V3's
+    // group limit (docs/LEARNED.md); writing it would judge a different model.
+    id_only_vocab(s);
+
+    const int64_t d = c.hidden;
+    SLUICE_TRY(s.matrix("model.embed_tokens.weight", "token_embd.weight"));
+    for (int L = 0; L < c.n_layers; L++) {
+        SLUICE_TRY(vector_f32(s, layer_name(L, "input_layernorm.weight"), blk(L, "attn_norm.weight"), d));
+        SLUICE_TRY(mla_tensors(s, L));
+        SLUICE_TRY(vector_f32(s, layer_name(L, "post_attention_layernorm.weight"), blk(L, "ffn_norm.weight"), d));
+        if (L < n_dense) {
+            SLUICE_TRY(dense_ffn(s, L));
+            continue;
+        }
+        const std::string m = "block_sparse_moe.";
+        SLUICE_TRY(s.matrix(layer_name(L, m + "gate.weight"), blk(L, "ffn_gate_inp.weight")));
+        // Optional in deepseek2: written only where sluice applies it (stored as f32).
+        const std::string bias = layer_name(L, m + "gate.e_score_correction_bias");
+        if (const TrunkEntry *e = s.find(bias); e && e->fmt == 0) SLUICE_TRY(router_bias(s, L, bias));
+        SLUICE_TRY(routed_experts(s, L));
+        SLUICE_TRY(shared_experts(s, L, m));
+    }
+    SLUICE_TRY(vector_f32(s, "model.norm.weight", "output_norm.weight", d));
+    return s.matrix("lm_head.weight", "output.weight");
+}
 
 }  // namespace sluice::gguf

@@ -6,12 +6,15 @@
 //
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32
 //                   [--all ALL.f32] [--threads N] [--verbose]
+//                   [--yarn-beta-fast F --yarn-beta-slow S]
 //
 // Writes the last position's full-vocabulary logits as little-endian f32 (the
 // layout of the oracle's --dump and of sluice logits --dump), and with --all
 // every position's. Exact-compare mode: flash attention off and an F32 KV
 // cache, since flash attention on the CPU runs partly in F16 and would add
-// about 1e-3 of its own rounding to the comparison.
+// about 1e-3 of its own rounding to the comparison. The YaRN betas are
+// context parameters: llama.cpp's deepseek2 loader does not read them from
+// the file (it keeps 32 / 1, right for DeepSeek-V3, not for Kimi K2's 1 / 1).
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -69,6 +72,7 @@ int main(int argc, char **argv) {
   std::string model_path, bins, out, all;
   std::vector<llama_token> ids;
   int threads = 2;
+  float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&](const char *what) -> const char * {
@@ -78,7 +82,8 @@ int main(int argc, char **argv) {
     };
     const char *v = nullptr;
     if (a == "--verbose") { g_verbose = true; continue; }
-    if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads") {
+    if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads" || a == "--yarn-beta-fast" ||
+        a == "--yarn-beta-slow") {
       v = next(a.c_str());
       if (!v) return fail(a + " needs a value");
     }
@@ -87,6 +92,8 @@ int main(int argc, char **argv) {
     else if (a == "--out") out = v;
     else if (a == "--all") all = v;
     else if (a == "--threads") threads = std::atoi(v);
+    else if (a == "--yarn-beta-fast") beta_fast = std::strtof(v, nullptr);
+    else if (a == "--yarn-beta-slow") beta_slow = std::strtof(v, nullptr);
     else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
     else return fail("unknown argument " + a);
   }
@@ -107,6 +114,8 @@ int main(int argc, char **argv) {
   cp.n_threads = cp.n_threads_batch = threads;
   cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
   cp.type_k = cp.type_v = GGML_TYPE_F32;
+  if (beta_fast > 0) cp.yarn_beta_fast = beta_fast;
+  if (beta_slow > 0) cp.yarn_beta_slow = beta_slow;
   llama_context *ctx = llama_init_from_model(model, cp);
   if (!ctx) { llama_model_free(model); return fail(model_path + ": llama.cpp could not create a context"); }
   const llama_vocab *vocab = llama_model_get_vocab(model);

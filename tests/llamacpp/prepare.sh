@@ -9,6 +9,10 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$1"
 mkdir -p "$work"
+# Tests of several cases prepare the same folder at once (ctest -j): one at a time.
+if [ -z "${SLUICE_PREPARE_LOCKED:-}" ] && command -v flock >/dev/null; then
+  SLUICE_PREPARE_LOCKED=1 exec flock "$work/.lock" bash "$0" "$@"
+fi
 bins="$here/node/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64"
 skip() { echo "SKIP: $*"; exit 77; }
 [ "$(uname -m)" = x86_64 ] || skip "the npm prebuilt llama.cpp is for linux-x64; this is $(uname -m)"
