@@ -64,6 +64,7 @@ declare -A SRC=(
   [fuzz_expert_record]="src/format/expert_record.cpp src/format/crc32.cpp"
   [fuzz_container]="src/format/container.cpp src/format/manifest.cpp $FILE_IO src/quant/qtensor.cpp $SHA256"
   [fuzz_safetensors]="src/format/safetensors.cpp $FILE_IO $SHA256"
+  [fuzz_gguf]="src/format/gguf.cpp src/format/gguf_reader.cpp $FILE_IO"
   [fuzz_checkpoint]="src/convert/checkpoint.cpp src/convert/numeric.cpp src/convert/util.cpp
     src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
@@ -74,7 +75,7 @@ declare -A SRC=(
   [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
     src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp"
 )
-HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors
+HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors fuzz_gguf
   fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"
 
 # The Makefile: one object per source (with -MMD header dependencies), one

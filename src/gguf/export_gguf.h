@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "common/status.h"
-#include "gguf/gguf_file.h"
+#include "format/gguf.h"
 
 namespace sluice::gguf {
 

@@ -11,36 +11,6 @@
 
 namespace sluice::gguf {
 
-uint64_t row_bytes(TensorType t, int64_t ne0) {
-    if (ne0 <= 0) return 0;
-    switch (t) {
-    case TensorType::F32: return 4ull * (uint64_t)ne0;
-    case TensorType::F16:
-    case TensorType::BF16: return 2ull * (uint64_t)ne0;
-    case TensorType::Q8_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 34;
-    }
-    return 0;
-}
-
-const char *type_name(TensorType t) {
-    switch (t) {
-    case TensorType::F32: return "f32";
-    case TensorType::F16: return "f16";
-    case TensorType::BF16: return "bf16";
-    case TensorType::Q8_0: return "q8_0";
-    }
-    return "?";
-}
-
-bool parse_type(const std::string &name, TensorType *out) {
-    for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::BF16})
-        if (name == type_name(t)) {
-            *out = t;
-            return true;
-        }
-    return false;
-}
-
 void encode_row(TensorType t, const float *x, int64_t n, uint8_t *out) {
     switch (t) {
     case TensorType::F32: std::memcpy(out, x, 4 * (size_t)n); return;

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/gguf_reader.h"
+#include "format/gguf_reader.h"
 #include "gguf/gguf_writer.h"
 
 namespace fs = std::filesystem;

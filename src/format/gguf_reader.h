@@ -10,7 +10,7 @@
 
 #include "common/status.h"
 #include "format/file.h"
-#include "gguf/gguf_file.h"
+#include "format/gguf.h"
 
 namespace sluice::gguf {
 

@@ -1,4 +1,4 @@
-#include "gguf/gguf_reader.h"
+#include "format/gguf_reader.h"
 
 #include <cstring>
 
