@@ -18,6 +18,12 @@ import torch
 
 from container import Container, FormatError
 
+# KDA's q/k L2 norm: x / sqrt(sum x^2 + KDA_L2_EPS). 1e-12 is warp's and
+# sluice's (MODEL.md 4.2); llama.cpp adds rms_norm_eps there, fla's l2norm
+# 1e-6. oracle.py --kda-l2-eps sets it, to attribute a difference between
+# engines to this constant alone (tests/llamacpp/differential.py).
+KDA_L2_EPS = 1e-12
+
 F64 = torch.float64
 
 
@@ -261,8 +267,8 @@ class Model:
                 z += buf[j:j + n] * w[:, j]
             st["ring"][k] = buf[buf.shape[0] - (K - 1):].clone() if K > 1 else buf[:0]
             conv[k] = silu(z).reshape(n, H, D)
-        q = conv["q"] / torch.sqrt((conv["q"] ** 2).sum(-1, keepdim=True) + 1e-12) / math.sqrt(D)
-        kk = conv["k"] / torch.sqrt((conv["k"] ** 2).sum(-1, keepdim=True) + 1e-12)
+        q = conv["q"] / torch.sqrt((conv["q"] ** 2).sum(-1, keepdim=True) + KDA_L2_EPS) / math.sqrt(D)
+        kk = conv["k"] / torch.sqrt((conv["k"] ** 2).sum(-1, keepdim=True) + KDA_L2_EPS)
         v = conv["v"]
         beta = torch.sigmoid(h @ self.W(L, "self_attn.b_proj.weight").T)        # [n, H]
         z = (h @ self.W(L, "self_attn.f_a_proj.weight").T) @ self.W(L, "self_attn.f_b_proj.weight").T

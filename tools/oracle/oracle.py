@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 import traceio  # noqa: E402
+import model as model_module  # noqa: E402
 from model import TIE_BAND, Model  # noqa: E402
 
 ORACLE_VERSION = "sluice-oracle 1"
@@ -79,6 +80,8 @@ def main(argv=None):
     ap.add_argument("--verify", action="store_true", help="check expert record CRCs")
     ap.add_argument("--margins", action="store_true",
                     help="print the router and VQ4P rounding margins of the prompt to stderr")
+    ap.add_argument("--kda-l2-eps", dest="kda_l2_eps", type=float, default=None,
+                    help="KDA q/k L2-norm epsilon (default 1e-12, warp's; llama.cpp uses rms_norm_eps)")
     ap.add_argument("--version", action="store_true")
     a = ap.parse_args(argv)
     if a.version:
@@ -90,6 +93,8 @@ def main(argv=None):
     ids = parse_ids(a.ids)
     if not ids:
         ap.error("--ids is empty")
+    if a.kda_l2_eps is not None:
+        model_module.KDA_L2_EPS = a.kda_l2_eps
     model = Model(a.container, verify=a.verify)
     logits, trace = run_prompt(model, ids, want_trace=bool(a.trace))
     if a.margins:
