@@ -165,10 +165,11 @@ CLI::App *add_export_gguf_command(CLI::App &app, ExportGgufArgs *a) {
     x->option_defaults()->always_capture_default();
     x->add_option("container", a->container, "container directory")->required();
     x->add_option("out", a->out, "the .gguf file to write")->required();
-    x->add_option("--trunk-type", a->trunk_type, "trunk matrices: f32, f16 or q8_0 (norms and vectors stay f32)")
-        ->check(CLI::IsMember({"f32", "f16", "q8_0"}));
-    x->add_option("--expert-type", a->expert_type, "routed experts, rebuilt dense from their VQ codes: f32 or f16")
-        ->check(CLI::IsMember({"f32", "f16"}));
+    x->add_option("--trunk-type", a->trunk_type, "trunk matrices: f32, f16, q8_0 or q4_0 (norms and vectors stay f32)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
+    x->add_option("--expert-type", a->expert_type,
+                  "routed experts, rebuilt dense from their VQ codes: f32 or f16 (exact), q8_0 or q4_0 (requantized)")
+        ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}));
     x->add_flag("-q,--quiet", a->quiet, "no progress line");
     return x;
 }

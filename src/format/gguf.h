@@ -22,13 +22,14 @@ enum class ValueType : uint32_t {
     STR = 8, ARR = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 
-enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q8_0 = 8, BF16 = 30 };
+enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
 
 // Bytes of one stored row of ne0 values; 0 when ne0 does not fit the type's
-// block (Q8_0 stores blocks of 32: an f16 scale and 32 int8).
+// block (Q8_0 stores blocks of 32: an f16 scale and 32 int8; Q4_0 an f16
+// scale and 32 nibbles, value j in the low half of byte j, j + 16 in the high).
 uint64_t row_bytes(TensorType t, int64_t ne0);
 const char *type_name(TensorType t);
-// "f32", "f16", "q8_0" (the names the CLI takes) to a type; false if unknown.
+// "f32", "f16", "q8_0", "q4_0" (the names the CLI takes) to a type; false if unknown.
 bool parse_type(const std::string &name, TensorType *out);
 
 // One metadata value. Arrays hold strings in strs or numbers in nums (every

@@ -131,13 +131,14 @@ Status ExportSource::experts(int layer, ExpertMatrix m, const std::string &gguf)
 
 Status export_gguf(const ExportOptions &o, ExportReport *report,
                    const std::function<void(uint64_t, uint64_t)> &progress) {
-    if (o.experts == TensorType::Q8_0)
-        return unsupported("export-gguf: experts are written as f32 or f16 (q8_0 would requantize the VQ codes)");
     Container c;
     SLUICE_TRY(c.open(o.container));
     Writer w;
     ExportReport r;
     ExportSource s(c, o, &w, &r);
+    if (o.experts == TensorType::Q8_0 || o.experts == TensorType::Q4_0)
+        r.notes.push_back(std::string("experts rebuilt from their VQ codes and requantized to ") + type_name(o.experts) +
+                          ": llama.cpp runs an approximation of the container's weights (f32 or f16 keep them)");
     // The family, as the converter records it: config.json's model_type
     // (the manifest's arch string is free text: warp writes deepseek_v3,
     // kimi-k3, kimi-linear).

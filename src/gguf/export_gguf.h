@@ -16,8 +16,8 @@ namespace sluice::gguf {
 struct ExportOptions {
     std::string container;  // WASTE v0 directory
     std::string out;        // the .gguf to write (PATH.tmp, then renamed)
-    TensorType trunk = TensorType::F32;    // matrices of the trunk: f32, f16, q8_0
-    TensorType experts = TensorType::F32;  // routed experts: f32, f16
+    TensorType trunk = TensorType::F32;    // matrices of the trunk: f32, f16, q8_0, q4_0
+    TensorType experts = TensorType::F32;  // routed experts: f32, f16 (exact) or q8_0, q4_0 (requantized)
 };
 
 struct ExportReport {

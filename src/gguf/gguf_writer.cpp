@@ -32,6 +32,30 @@ void encode_row(TensorType t, const float *x, int64_t n, uint8_t *out) {
             out[2 * i + 1] = (uint8_t)(h >> 8);
         }
         return;
+    case TensorType::Q4_0:
+        // llama.cpp's reference: the scale is the signed extreme over -8,
+        // codes rounded by truncating x/d + 8.5, clamped to 15.
+        for (int64_t b = 0; b < n / 32; b++) {
+            const float *v = x + 32 * b;
+            float amax = 0, vmax = 0;
+            for (int j = 0; j < 32; j++)
+                if (amax < std::fabs(v[j])) {
+                    amax = std::fabs(v[j]);
+                    vmax = v[j];
+                }
+            const float d = vmax / -8.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            uint8_t *blk = out + 18 * b;
+            const uint16_t h = convert::f32_to_f16(d);
+            blk[0] = (uint8_t)h;
+            blk[1] = (uint8_t)(h >> 8);
+            for (int j = 0; j < 16; j++) {
+                const int q0 = std::min(15, (int)(int8_t)(v[j] * id + 8.5f));
+                const int q1 = std::min(15, (int)(int8_t)(v[16 + j] * id + 8.5f));
+                blk[2 + j] = (uint8_t)(q0 | (q1 << 4));
+            }
+        }
+        return;
     case TensorType::Q8_0:
         for (int64_t b = 0; b < n / 32; b++) {
             const float *v = x + 32 * b;

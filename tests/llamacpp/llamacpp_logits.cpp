@@ -7,6 +7,13 @@
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32
 //                   [--all ALL.f32] [--threads N] [--verbose]
 //                   [--yarn-beta-fast F --yarn-beta-slow S]
+//   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --gen N [--threads N]
+//
+// With --gen (bench/vs_llamacpp.py): llama.cpp as its users run it (the
+// model mmap'ed, flash attention and KV type at their defaults, batches of
+// 512), the prompt evaluated and N tokens decoded greedily; each token id is
+// written to stdout as it is chosen (the first one is the first token a user
+// sees) and the phase times to stderr.
 //
 // Writes the last position's full-vocabulary logits as little-endian f32 (the
 // layout of the oracle's --dump and of sluice logits --dump), and with --all
@@ -16,9 +23,11 @@
 // context parameters: llama.cpp's deepseek2 loader does not read them from
 // the file (it keeps 32 / 1, right for DeepSeek-V3, not for Kimi K2's 1 / 1).
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -73,6 +82,11 @@ int main(int argc, char **argv) {
   std::vector<llama_token> ids;
   int threads = 2;
   float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
+  int gen = 0;
+  const auto t_start = std::chrono::steady_clock::now();
+  auto since = [&](std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+  };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&](const char *what) -> const char * {
@@ -83,7 +97,7 @@ int main(int argc, char **argv) {
     const char *v = nullptr;
     if (a == "--verbose") { g_verbose = true; continue; }
     if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads" || a == "--yarn-beta-fast" ||
-        a == "--yarn-beta-slow") {
+        a == "--yarn-beta-slow" || a == "--gen") {
       v = next(a.c_str());
       if (!v) return fail(a + " needs a value");
     }
@@ -92,12 +106,13 @@ int main(int argc, char **argv) {
     else if (a == "--out") out = v;
     else if (a == "--all") all = v;
     else if (a == "--threads") threads = std::atoi(v);
+    else if (a == "--gen") gen = std::atoi(v);
     else if (a == "--yarn-beta-fast") beta_fast = std::strtof(v, nullptr);
     else if (a == "--yarn-beta-slow") beta_slow = std::strtof(v, nullptr);
     else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
     else return fail("unknown argument " + a);
   }
-  if (model_path.empty() || ids.empty() || bins.empty() || out.empty())
+  if (model_path.empty() || ids.empty() || bins.empty() || (out.empty() && gen <= 0))
     return fail("usage: llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32 [--all ALL.f32] [--threads N]");
   if (threads < 1) threads = 1;
 
@@ -109,11 +124,17 @@ int main(int argc, char **argv) {
   llama_model *model = llama_model_load_from_file(model_path.c_str(), mp);
   if (!model) return fail(model_path + ": llama.cpp could not load it (run with --verbose for its log)");
   const int n = static_cast<int>(ids.size());
+  const double load_s = since(t_start);
   llama_context_params cp = llama_context_default_params();
-  cp.n_ctx = cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n < 64 ? 64 : n);
+  if (gen > 0) {
+    cp.n_ctx = static_cast<uint32_t>(n + gen + 16);
+    cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n < 512 ? n : 512);
+  } else {
+    cp.n_ctx = cp.n_batch = cp.n_ubatch = static_cast<uint32_t>(n < 64 ? 64 : n);
+    cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    cp.type_k = cp.type_v = GGML_TYPE_F32;
+  }
   cp.n_threads = cp.n_threads_batch = threads;
-  cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
-  cp.type_k = cp.type_v = GGML_TYPE_F32;
   if (beta_fast > 0) cp.yarn_beta_fast = beta_fast;
   if (beta_slow > 0) cp.yarn_beta_slow = beta_slow;
   llama_context *ctx = llama_init_from_model(model, cp);
@@ -122,6 +143,55 @@ int main(int argc, char **argv) {
   const int V = llama_vocab_n_tokens(vocab);
   for (llama_token t : ids)
     if (t >= V) { llama_free(ctx); llama_model_free(model); return fail("token id " + std::to_string(t) + " is outside the vocabulary of " + std::to_string(V)); }
+  if (gen > 0) {
+    // The prompt in batches of n_batch, logits for its last token only; then
+    // greedy decoding one token at a time.
+    const auto t_prompt = std::chrono::steady_clock::now();
+    llama_batch b = llama_batch_init((int)cp.n_batch, 0, 1);
+    int status = 0;
+    for (int i0 = 0; i0 < n && status == 0; i0 += (int)cp.n_batch) {
+      const int m = std::min(n - i0, (int)cp.n_batch);
+      for (int i = 0; i < m; ++i) {
+        b.token[i] = ids[i0 + i];
+        b.pos[i] = i0 + i;
+        b.n_seq_id[i] = 1;
+        b.seq_id[i][0] = 0;
+        b.logits[i] = (i0 + i == n - 1);
+      }
+      b.n_tokens = m;
+      if (llama_decode(ctx, b) != 0) status = fail("llama_decode failed on the prompt");
+    }
+    const double prompt_s = since(t_prompt);
+    const auto t_decode = std::chrono::steady_clock::now();
+    int produced = 0;
+    for (int k = 0; k < gen && status == 0; ++k) {
+      const float *l = llama_get_logits_ith(ctx, -1);
+      int best = 0;
+      for (int v = 1; v < V; ++v)
+        if (l[v] > l[best]) best = v;
+      std::printf("%d\n", best);
+      std::fflush(stdout);
+      ++produced;
+      if (k + 1 == gen) break;
+      b.token[0] = best;
+      b.pos[0] = n + k;
+      b.n_seq_id[0] = 1;
+      b.seq_id[0][0] = 0;
+      b.logits[0] = 1;
+      b.n_tokens = 1;
+      if (llama_decode(ctx, b) != 0) status = fail("llama_decode failed while decoding");
+    }
+    const double decode_s = since(t_decode);
+    // The first token came at the end of the prompt; the rest are decode steps.
+    std::fprintf(stderr, "llamacpp: load %.3f s, prompt %d tokens %.3f s, decode %d tokens %.3f s (%.3f tok/s), total %.3f s\n",
+                 load_s, n, prompt_s, produced - 1, decode_s, produced > 1 ? (produced - 1) / decode_s : 0.0,
+                 since(t_start));
+    llama_batch_free(b);
+    llama_free(ctx);
+    llama_model_free(model);
+    llama_backend_free();
+    return status;
+  }
   llama_batch b = llama_batch_init(n, 0, 1);
   for (int i = 0; i < n; ++i) {
     b.token[i] = ids[i];

@@ -59,6 +59,7 @@ Writer sample(const std::vector<float> &a, const std::vector<float> &b) {
     EXPECT_TRUE(w.add_tensor("m.weight", {64, 3}, TensorType::F32, from(a, 64)).is_ok());
     EXPECT_TRUE(w.add_tensor("h.weight", {64, 3}, TensorType::F16, from(a, 64)).is_ok());
     EXPECT_TRUE(w.add_tensor("q.weight", {64, 3}, TensorType::Q8_0, from(a, 64)).is_ok());
+    EXPECT_TRUE(w.add_tensor("q4.weight", {64, 3}, TensorType::Q4_0, from(a, 64)).is_ok());
     EXPECT_TRUE(w.add_tensor("e.weight", {8, 2, 5}, TensorType::F32, from(b, 8)).is_ok());
     return w;
 }
@@ -113,7 +114,7 @@ TEST(Gguf, WrittenFileReadsBackKeyByKeyAndTensorByTensor) {
     EXPECT_NE(st.message().find(path), std::string::npos);
     EXPECT_FALSE(r.get_int("absent.key", &i).is_ok());
 
-    ASSERT_EQ(r.tensors().size(), 4u);
+    ASSERT_EQ(r.tensors().size(), 5u);
     std::vector<float> got(64 * 3);
     const TensorInfo *m = r.tensor("m.weight");
     ASSERT_NE(m, nullptr);
@@ -125,6 +126,10 @@ TEST(Gguf, WrittenFileReadsBackKeyByKeyAndTensorByTensor) {
     for (size_t k = 0; k < a.size(); k++) max_h = std::max(max_h, (double)std::fabs(got[k] - a[k]));
     ASSERT_TRUE(r.read_rows_f32(*r.tensor("q.weight"), 0, 3, got.data()).is_ok());
     for (size_t k = 0; k < a.size(); k++) max_q = std::max(max_q, (double)std::fabs(got[k] - a[k]));
+    double max_q4 = 0;
+    ASSERT_TRUE(r.read_rows_f32(*r.tensor("q4.weight"), 0, 3, got.data()).is_ok());
+    for (size_t k = 0; k < a.size(); k++) max_q4 = std::max(max_q4, (double)std::fabs(got[k] - a[k]));
+    EXPECT_LE(max_q4, 3.0 / 8 * 0.5 + 1e-3);  // q4_0: half a step of amax/8
     EXPECT_LE(max_h, 3.0 / 2048);  // f16: half an ulp at |x| <= 3
     EXPECT_LE(max_q, 3.0 / 127);   // q8_0: one step of amax/127 (amax <= 3), f16 scale included
     EXPECT_GT(max_q, 0.0);
