@@ -24,7 +24,7 @@ ALLOWED = {
     "convert": {"common", "quant", "format"},
     "synth": {"common", "quant", "format", "convert"},
     "kld": {"common", "quant", "format"},
-    "gguf": {"common", "quant", "format", "convert"},
+    "gguf": {"common", "quant", "format", "convert", "tokenizer"},
     "api": {"common", "quant", "format", "runtime", "vision", "model", "tokenizer", "sample", "grammar", "synth"},
     "server": {"common"},
     # The CLI is a client of the C API; the products that are files in,

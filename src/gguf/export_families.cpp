@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 
 #include "gguf/export_source.h"
 
@@ -40,11 +41,16 @@ Status dense_lead(ExportSource &s, const std::string &arch, int *n_dense) {
     return Status::ok();
 }
 
-// A tokenizer llama.cpp accepts for a model fed token ids: "none" makes it
-// create vocab_size placeholder tokens (text in and out is not exported yet).
-void id_only_vocab(ExportSource &s) {
+// The container's tokenizer when it has one (export_tokenizer.cpp); else a
+// vocabulary llama.cpp accepts for a model fed token ids: "none" makes it
+// create vocab_size placeholder tokens.
+Status vocab(ExportSource &s) {
+    const std::string dir = s.container().dir();
+    if (std::filesystem::exists(dir + "/tokenizer.model") || std::filesystem::exists(dir + "/tiktoken.model"))
+        return export_tokenizer(s);
     s.writer().set_str("tokenizer.ggml.model", "none");
-    s.note("tokenizer: ids only (tokenizer.ggml.model none): llama.cpp takes token ids, not text");
+    s.note("tokenizer: the container has none; ids only (tokenizer.ggml.model none)");
+    return Status::ok();
 }
 
 // The MLA keys shared by kimi-linear, kimi-k3 and deepseek2. key_length is
@@ -211,7 +217,7 @@ Status export_kimi(ExportSource &s, const std::string &A) {
         w.set_f32(A + ".activation.situ_linear_beta", c.situ ? c.situ_linear_beta : 0.0f);
         w.set_u32(A + ".attn_res.block_size", (uint32_t)std::max(c.attn_res_block, 0));
     }
-    id_only_vocab(s);
+    SLUICE_TRY(vocab(s));
 
     const int64_t d = c.hidden, H = c.kda_heads, D = c.kda_dim, C = H * D, K = c.conv_kernel;
     SLUICE_TRY(s.matrix("model.embed_tokens.weight", "token_embd.weight"));
@@ -398,7 +404,7 @@ Status export_deepseek(ExportSource &s) {
     }
     // No expert_group_count: sluice, like warp, routes without DeepSeek-V3's
     // group limit (docs/LEARNED.md); writing it would judge a different model.
-    id_only_vocab(s);
+    SLUICE_TRY(vocab(s));
 
     const int64_t d = c.hidden;
     SLUICE_TRY(s.matrix("model.embed_tokens.weight", "token_embd.weight"));

@@ -61,5 +61,7 @@ private:
 Status export_kimi_linear(ExportSource &s);
 Status export_deepseek(ExportSource &s);
 Status export_k3(ExportSource &s);
+// The container's tokenizer as llama.cpp's gpt2 BPE with the kimi-k2 pre-tokenizer.
+Status export_tokenizer(ExportSource &s);
 
 }  // namespace sluice::gguf

@@ -8,6 +8,10 @@
 //                   [--all ALL.f32] [--threads N] [--verbose]
 //                   [--yarn-beta-fast F --yarn-beta-slow S]
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --gen N [--threads N]
+//   llamacpp_logits MODEL.gguf --bins DIR --tokenize TEXT_FILE
+//
+// With --tokenize: llama.cpp's tokenization of the file's text (no BOS, no
+// special-token parsing), the ids comma-separated on one line.
 //
 // With --gen (bench/vs_llamacpp.py): llama.cpp as its users run it (the
 // model mmap'ed, flash attention and KV type at their defaults, batches of
@@ -78,7 +82,7 @@ bool write_f32(const std::string &path, const float *data, size_t n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string model_path, bins, out, all;
+  std::string model_path, bins, out, all, tokenize;
   std::vector<llama_token> ids;
   int threads = 2;
   float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
@@ -97,7 +101,7 @@ int main(int argc, char **argv) {
     const char *v = nullptr;
     if (a == "--verbose") { g_verbose = true; continue; }
     if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads" || a == "--yarn-beta-fast" ||
-        a == "--yarn-beta-slow" || a == "--gen") {
+        a == "--yarn-beta-slow" || a == "--gen" || a == "--tokenize") {
       v = next(a.c_str());
       if (!v) return fail(a + " needs a value");
     }
@@ -107,10 +111,36 @@ int main(int argc, char **argv) {
     else if (a == "--all") all = v;
     else if (a == "--threads") threads = std::atoi(v);
     else if (a == "--gen") gen = std::atoi(v);
+    else if (a == "--tokenize") tokenize = v;
     else if (a == "--yarn-beta-fast") beta_fast = std::strtof(v, nullptr);
     else if (a == "--yarn-beta-slow") beta_slow = std::strtof(v, nullptr);
     else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
     else return fail("unknown argument " + a);
+  }
+  if (!tokenize.empty() && !model_path.empty() && !bins.empty()) {
+    llama_log_set(log_cb, nullptr);
+    ggml_backend_load_all_from_path(bins.c_str());
+    llama_backend_init();
+    llama_model_params mp = llama_model_default_params();
+    mp.vocab_only = true;
+    llama_model *model = llama_model_load_from_file(model_path.c_str(), mp);
+    if (!model) return fail(model_path + ": llama.cpp could not load its vocabulary");
+    FILE *f = std::fopen(tokenize.c_str(), "rb");
+    if (!f) { llama_model_free(model); return fail("cannot read " + tokenize); }
+    std::string text;
+    char buf[65536];
+    size_t k;
+    while ((k = std::fread(buf, 1, sizeof buf, f)) > 0) text.append(buf, k);
+    std::fclose(f);
+    std::vector<llama_token> toks(text.size() + 16);
+    const int n = llama_tokenize(llama_model_get_vocab(model), text.data(), (int32_t)text.size(), toks.data(),
+                                 (int32_t)toks.size(), false, false);
+    if (n < 0) { llama_model_free(model); return fail("llama_tokenize failed"); }
+    for (int i = 0; i < n; ++i) std::printf(i ? ",%d" : "%d", toks[i]);
+    std::printf("\n");
+    llama_model_free(model);
+    llama_backend_free();
+    return 0;
   }
   if (model_path.empty() || ids.empty() || bins.empty() || (out.empty() && gen <= 0))
     return fail("usage: llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32 [--all ALL.f32] [--threads N]");
