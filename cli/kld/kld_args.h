@@ -83,6 +83,7 @@ struct CaptureArgs {
 
 struct CompareOnlyArgs {
     std::string candidate, model, expect_suite_hash, tokens;
+    int bos = -1;  // .kld reference: BOS substituted for each chunk's token 0
 };
 
 struct PairedArgs {

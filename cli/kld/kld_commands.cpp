@@ -217,7 +217,8 @@ Status cmd_compare(const CompareArgs& c, const CompareOnlyArgs& a, const Io& io)
         SLUICE_TRY(kld_open(refp, &f));
         json r;
         std::string text;
-        SLUICE_TRY(compare_kld(f, *cand, &r, &text));
+        SLUICE_TRY(compare_kld(f, *cand, &r, &text, a.bos));
+        r["bos_substituted"] = a.bos >= 0 ? json(a.bos) : json(nullptr);
         io.out << text;
         return write_receipt(c, r);
     }

@@ -165,6 +165,10 @@ int main_kld_checked(int argc, char** argv, std::ostream& out, std::ostream& e, 
     compare->add_option("--model", co.model, "candidate container, run in-process (no candidate files)");
     compare->add_option("--expect-suite-hash", co.expect_suite_hash, "refuse unless the suite hash is this");
     compare->add_option("--tokens", co.tokens, "write the per-token KL sidecar (for report --tokens)");
+    compare->add_option("--bos", co.bos,
+                        "with a .kld reference: the BOS id llama.cpp substituted for token 0 of every chunk (its "
+                        "vocabulary adds BOS; the file keeps the original token); default: none")
+        ->check(CLI::Range(0, 1 << 30));
     add_compare_options(compare, &cc);
     compare->footer(std::string("stdout: the totals and a per-domain table; with --json, first the per-window JSON "
                                 "lines.\n") + kSelFooter + "\n" + kProgressFooter + "\n");

@@ -4,7 +4,11 @@
 # built from, and links it to that library. Idempotent: a driver newer than
 # its source is kept. Exit 77 (SKIP) with the reason when a prerequisite is
 # missing; any other failure is a failure.
-#   prepare.sh WORK   ->  WORK/llamacpp_logits, WORK/bins (the library folder)
+#   prepare.sh WORK   ->  WORK/llamacpp_logits, WORK/llama-perplexity,
+#                         WORK/bins (the library folder)
+# llama-perplexity is llama.cpp's own tool, compiled from the bundle's
+# tools/perplexity against the prebuilt libllama-common (its backends load
+# from the library folder: run it there).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 work="$1"
@@ -20,7 +24,7 @@ skip() { echo "SKIP: $*"; exit 77; }
   skip "@node-llama-cpp/linux-x64 is not installed (bash .ci/deps/llamacpp.sh installs it: npm ci in tests/llamacpp/node)"
 command -v g++ >/dev/null || skip "no g++"
 driver="$work/llamacpp_logits"
-if [ -x "$driver" ] && [ "$driver" -nt "$here/llamacpp_logits.cpp" ]; then
+if [ -x "$driver" ] && [ "$driver" -nt "$here/llamacpp_logits.cpp" ] && [ -x "$work/llama-perplexity" ]; then
   ln -sfn "$bins" "$work/bins"
   exit 0
 fi
@@ -28,7 +32,7 @@ fi
 # v0.5.0 (the prebuilt's LLAMA_COMMIT 0ad4a86), pinned by npm's integrity.
 want_sri="sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw=="
 hdr="$work/llama-headers"
-if [ ! -f "$hdr/include/llama.h" ]; then
+if [ ! -f "$hdr/include/llama.h" ] || [ ! -f "$hdr/tools/perplexity/perplexity.cpp" ]; then
   command -v npm >/dev/null || skip "npm is not installed (the llama.cpp headers come from the node-llama-cpp package)"
   command -v git >/dev/null || skip "git is not installed (the llama.cpp source is a git bundle)"
   tmp="$(mktemp -d "$work/fetch.XXXXXX")"
@@ -44,11 +48,15 @@ if [ ! -f "$hdr/include/llama.h" ]; then
   git init -q "$tmp/src"
   git -C "$tmp/src" fetch -q "$tmp/package/llama/gitRelease.bundle" HEAD
   mkdir -p "$tmp/hdr"
-  git -C "$tmp/src" archive FETCH_HEAD include ggml/include | tar -x -C "$tmp/hdr"
+  git -C "$tmp/src" archive FETCH_HEAD include ggml/include common tools/perplexity | tar -x -C "$tmp/hdr"
   rm -rf "$hdr"
   mv "$tmp/hdr" "$hdr"
 fi
 g++ -O2 -std=c++17 -Wall "$here/llamacpp_logits.cpp" -I"$hdr/include" -I"$hdr/ggml/include" -L"$bins" \
   -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so -l:libggml-base.so -Wl,-rpath,"$bins" -o "$driver.tmp"
 mv "$driver.tmp" "$driver"
+g++ -O2 -std=c++17 -w "$hdr/tools/perplexity/perplexity.cpp" "$hdr/tools/perplexity/main.cpp" -I"$hdr/common" \
+  -I"$hdr/include" -I"$hdr/ggml/include" -L"$bins" -l:libllama-common.so -l:libllama.v0.5.0.so -l:libggml.v0.5.0.so \
+  -l:libggml-base.so -Wl,-rpath,"$bins" -o "$work/llama-perplexity.tmp"
+mv "$work/llama-perplexity.tmp" "$work/llama-perplexity"
 ln -sfn "$bins" "$work/bins"

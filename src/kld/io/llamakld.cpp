@@ -178,7 +178,7 @@ Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, cons
     return write_file_atomic(out_path, buf);
 }
 
-Suite suite_from_kld(const KldFile& f) {
+Suite suite_from_kld(const KldFile& f, int32_t bos) {
     Suite s;
     s.dir.assign(1, '.');  // not = ".": GCC 12's false -Wrestrict (PR 105329) once inlined here
     s.manifest_path = f.path;
@@ -191,6 +191,7 @@ Suite suite_from_kld(const KldFile& f) {
         w.domain_index = c;
         w.num_tokens = f.n_ctx;
         w.tokens.assign(f.tokens.begin() + int64_t(c) * f.n_ctx, f.tokens.begin() + int64_t(c + 1) * f.n_ctx);
+        if (bos >= 0 && !w.tokens.empty()) w.tokens[0] = bos;
         w.token_hash = token_ids_hash(w.tokens);
         hs.push_back(w.token_hash);
         s.windows.push_back(std::move(w));
@@ -199,11 +200,12 @@ Suite suite_from_kld(const KldFile& f) {
     return s;
 }
 
-Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* text) {
+Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* text, int32_t bos) {
     if (cand.vocab() != f.n_vocab)  // llama.cpp only warns; sluice refuses
         return err(Code::identity, f.path + ": n_vocab " + std::to_string(f.n_vocab) + " != candidate V " +
                                        std::to_string(cand.vocab()));
-    Suite s = suite_from_kld(f);
+    if (bos >= f.n_vocab) return err(Code::usage, "--bos " + std::to_string(bos) + " is outside the vocabulary");
+    Suite s = suite_from_kld(f, bos);
     std::vector<int> pos;
     for (int c = 0; c < f.n_chunk; ++c) pos.push_back(c);
     SLUICE_TRY(cand.check_suite(s, pos));

@@ -42,10 +42,14 @@ Status export_kld(const Suite& s, Operand& ref, const KldWriteOptions& opt, cons
 
 // An in-memory suite whose windows are the .kld chunks (domain "kld"), so a
 // v0 candidate directory can be matched to the chunks by token hash.
-Suite suite_from_kld(const KldFile& f);
+// bos >= 0: token 0 of every chunk becomes bos, as llama.cpp's perplexity
+// evaluated it when its vocabulary adds BOS (the file stores the original).
+Suite suite_from_kld(const KldFile& f, int32_t bos = -1);
 
 // llama.cpp flow: candidate against a .kld base with llama.cpp's own
 // arithmetic (the −16 cut, quantized top-1, float lse), printing its block.
-Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* text);
+// bos >= 0: the candidate sees each chunk with BOS substituted for token 0
+// (KLD.md §6.2), the conditioning llama.cpp's rows had; recorded in the receipt.
+Status compare_kld(const KldFile& f, Operand& cand, json* receipt, std::string* text, int32_t bos = -1);
 
 }  // namespace sluice::kld
