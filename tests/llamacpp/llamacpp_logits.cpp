@@ -151,6 +151,11 @@ int main(int argc, char **argv) {
   llama_backend_init();
   llama_model_params mp = llama_model_default_params();
   mp.n_gpu_layers = 0;
+  // Repacking copies every Q4_0/Q8_0 weight into anonymous memory for its
+  // AVX2 kernels: a model bigger than RAM then fails to load (25 GiB
+  // malloc). Off, the weights stay mmap'ed, how llama.cpp pages a model
+  // bigger than RAM (its --no-repack).
+  if (gen > 0) mp.use_extra_bufts = false;
   llama_model *model = llama_model_load_from_file(model_path.c_str(), mp);
   if (!model) return fail(model_path + ": llama.cpp could not load it (run with --verbose for its log)");
   const int n = static_cast<int>(ids.size());
