@@ -29,8 +29,9 @@ if [ -x "$driver" ] && [ "$driver" -nt "$here/llamacpp_logits.cpp" ] && [ -x "$w
   exit 0
 fi
 # node-llama-cpp 3.22.1's tarball carries llama/gitRelease.bundle: llama.cpp
-# v0.5.0 (the prebuilt's LLAMA_COMMIT 0ad4a86), pinned by npm's integrity.
-want_sri="sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw=="
+# v0.5.0 (the prebuilt's LLAMA_COMMIT 0ad4a86), pinned by npm's integrity
+# (sha512-bltIipuWmc123H7tMIgDGKSsSrhmhlQYeVUC48XTjVW7XGJJiJJyCdlTMzQ/LiWoPkGDpcL4FviDpgw7qfTiDw==, here in hex).
+want_sha512="6e5b488a9b9699cd76dc7eed30880318a4ac4ab866865418795502e3c5d38d55bb5c624988927209d95333343f2e25a83e4183a5c2f816f883a60c3ba9f4e20f"
 hdr="$work/llama-headers"
 if [ ! -f "$hdr/include/llama.h" ] || [ ! -f "$hdr/tools/perplexity/perplexity.cpp" ]; then
   command -v npm >/dev/null || skip "npm is not installed (the llama.cpp headers come from the node-llama-cpp package)"
@@ -39,9 +40,9 @@ if [ ! -f "$hdr/include/llama.h" ] || [ ! -f "$hdr/tools/perplexity/perplexity.c
   trap 'rm -rf "$tmp"' EXIT
   (cd "$tmp" && npm pack node-llama-cpp@3.22.1 --silent >/dev/null) ||
     skip "npm pack node-llama-cpp@3.22.1 failed (no registry?)"
-  got_sri="sha512-$(openssl dgst -sha512 -binary "$tmp/node-llama-cpp-3.22.1.tgz" | base64 -w0)"
-  if [ "$got_sri" != "$want_sri" ]; then
-    echo "prepare.sh: node-llama-cpp-3.22.1.tgz has integrity $got_sri, not the pinned $want_sri" >&2
+  got_sha512="$(sha512sum "$tmp/node-llama-cpp-3.22.1.tgz" | cut -d' ' -f1)"
+  if [ "$got_sha512" != "$want_sha512" ]; then
+    echo "prepare.sh: node-llama-cpp-3.22.1.tgz has SHA-512 $got_sha512, not the pinned $want_sha512" >&2
     exit 1
   fi
   tar -xzf "$tmp/node-llama-cpp-3.22.1.tgz" -C "$tmp" package/llama/gitRelease.bundle
