@@ -515,7 +515,7 @@ bool GgufSource::build(std::string* err) {
         } else {
             ++mla_layers;
             const int64_t qw = H * (d_nope + d_rope);
-            if (rd_.tensor(gblk(L, "attn_q_a.weight"))) {
+            if (q_lora > 0 || rd_.tensor(gblk(L, "attn_q_a.weight"))) {
                 if (q_lora < 1 && !dim_of(gblk(L, "attn_q_a.weight"), 1, &q_lora)) return false;
                 if (!mat(gblk(L, "attn_q_a.weight"), q_lora, d, hname(L, a + "q_a_proj.weight")) ||
                     !vec(gblk(L, "attn_q_a_norm.weight"), q_lora, hname(L, a + "q_a_layernorm.weight")) ||
