@@ -103,11 +103,13 @@ int cmd_synth(const sluice::SynthOptions &o, const std::string &tokenizer) {
 
 // `sluice convert` and `sluice verify`: CLI11 options, the converter's work.
 void add_convert_command(CLI::App &app, ConvertArgs *a, CLI::App **out) {
-    auto *cv = app.add_subcommand("convert", "convert a Hugging Face checkpoint into a WASTE container");
+    auto *cv = app.add_subcommand("convert", "convert a Hugging Face checkpoint (or a GGUF file) into a WASTE container");
     cv->option_defaults()->always_capture_default();
-    cv->add_option("src", a->src, "Hugging Face checkpoint directory (config.json, *.safetensors)");
+    cv->add_option("src", a->src,
+                   "Hugging Face checkpoint directory (config.json, *.safetensors), or a GGUF file (kimi-linear, "
+                   "kimi-k3, deepseek2; f32/f16/bf16/q8_0 tensors)");
     cv->add_option("dst", a->dst, "container directory to write (resumed if interrupted)");
-    cv->add_option("--src", a->src, "the checkpoint directory (instead of the first positional)");
+    cv->add_option("--src", a->src, "the checkpoint directory or GGUF file (instead of the first positional)");
     cv->add_option("--out,-o", a->dst, "the container directory (instead of the second positional)");
     cv->add_option("--trunk-bits", a->o.trunk_bits, "width of large trunk tensors")->check(CLI::IsMember({3, 4, 8}));
     cv->add_flag("--trunk8", a->o.trunk8, "every quantized trunk tensor Q8G");

@@ -16,7 +16,16 @@ int dtype_size(const std::string& d) {
     return bits % 8 ? 0 : static_cast<int>(bits / 8);  // sub-byte dtypes are not decoded
 }
 
-bool Checkpoint::open(const std::string& dir, std::string* err) { return status_ok(st_.open(dir), err); }
+bool Checkpoint::open(const std::string& dir, std::string* err) {
+    if (is_gguf_file(dir)) {
+        auto g = std::make_shared<GgufSource>();
+        if (!g->open(dir, err)) return false;
+        gguf_ = std::move(g);
+        return true;
+    }
+    gguf_.reset();
+    return status_ok(st_.open(dir), err);
+}
 
 bool Checkpoint::read_raw(const TensorInfo& t, uint64_t off, uint64_t n, void* dst, std::string* err) const {
     return status_ok(st_.read_raw(t, off, n, dst), err);
@@ -26,10 +35,12 @@ static bool is_float_dtype(const std::string& d) { return d == "F32" || d == "F1
 static bool is_fp8(const std::string& d) { return d == "F8_E4M3" || d == "F8_E5M2"; }
 
 bool Checkpoint::logical_exists(const std::string& name) const {
+    if (gguf_) return gguf_->has(name);
     return has(name) || (has(name + "_packed") && has(name + "_scale"));
 }
 
 bool Checkpoint::logical_shape(const std::string& name, std::vector<int64_t>* shape, std::string* err) const {
+    if (gguf_) return gguf_->shape(name, shape, err);
     if (const TensorInfo* t = find(name)) {
         if (!is_float_dtype(t->dtype) && !is_fp8(t->dtype)) {
             *err = where(*t) + ": dtype " + t->dtype + " cannot be decoded to floats (F32, F16, BF16, F8_E4M3, F8_E5M2)";
@@ -60,7 +71,11 @@ bool Checkpoint::logical_shape(const std::string& name, std::vector<int64_t>* sh
 
 bool Checkpoint::read_rows_f32(const std::string& name, int64_t r0, int64_t r1, float* dst, std::string* err) const {
     std::vector<int64_t> shape;
-    if (!decode_rows(name, r0, r1, dst, &shape, err)) return false;
+    if (gguf_) {
+        if (!gguf_->shape(name, &shape, err) || !gguf_->read_rows_f32(name, r0, r1, dst, err)) return false;
+    } else if (!decode_rows(name, r0, r1, dst, &shape, err)) {
+        return false;
+    }
     const int64_t N = shape.empty() ? 1 : shape.back();
     const int64_t n = (r1 - r0) * N;
     bool finite = true;
@@ -69,7 +84,7 @@ bool Checkpoint::read_rows_f32(const std::string& name, int64_t r0, int64_t r1, 
     int64_t i = 0;
     while (std::fabs(dst[i]) <= std::numeric_limits<float>::max()) ++i;
     const TensorInfo* t = find(name) ? find(name) : find(name + "_packed");
-    *err = (t ? where(*t) : "tensor '" + name + "'") + ": row " + std::to_string(r0 + i / N) + ", column " +
+    *err = (t ? where(*t) : gguf_ ? gguf_->path() + ": tensor '" + name + "'" : "tensor '" + name + "'") + ": row " + std::to_string(r0 + i / N) + ", column " +
            std::to_string(i % N) + " decodes to " + (std::isnan(dst[i]) ? "NaN" : "an infinity") +
            "; non-finite weights cannot be quantized";
     return false;

@@ -3,12 +3,19 @@
 // header bound checked, data fetched by pread on demand), seen as *logical*
 // float tensors: the decoding of fp8 block-scaled and MXFP4 pairs lives
 // here because only the converter needs it.
+//
+// A GGUF file (a regular file starting with "GGUF") is a source too: its
+// tensors are presented under the Hugging Face names, rebuilt by
+// convert/gguf_source.h, so everything downstream reads it as it reads a
+// release.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "convert/gguf_source.h"
 #include "format/safetensors.h"
 
 namespace sluice::convert {
@@ -22,19 +29,23 @@ int dtype_size(const std::string& dtype);
 class Checkpoint {
 public:
     // Opens `dir`: model.safetensors.index.json and its shards if present,
-    // else model.safetensors, else the only *.safetensors file.
+    // else model.safetensors, else the only *.safetensors file. When `dir`
+    // is a GGUF file (is_gguf_file), opens that instead.
     bool open(const std::string& dir, std::string* err);
+    // The GGUF source, or null for a safetensors checkpoint.
+    const GgufSource* gguf() const { return gguf_.get(); }
 
     // fp8 tile size from quantization_config.weight_block_size.
     void set_fp8_block(int64_t bm, int64_t bn) { fp8_bm_ = bm; fp8_bn_ = bn; }
 
-    const std::string& dir() const { return st_.dir(); }
+    const std::string& dir() const { return gguf_ ? gguf_->path() : st_.dir(); }
     const std::string& index_file() const { return st_.index_file(); }  // "" if single file
     const std::vector<ShardInfo>& shards() const { return st_.shards(); }
     // Every stored tensor name, ascending byte order.
-    std::vector<std::string> names() const { return st_.names(); }
-    const TensorInfo* find(const std::string& name) const { return st_.find(name); }
-    bool has(const std::string& name) const { return find(name) != nullptr; }
+    std::vector<std::string> names() const { return gguf_ ? gguf_->names() : st_.names(); }
+    // A stored safetensors tensor (always null for a GGUF source).
+    const TensorInfo* find(const std::string& name) const { return gguf_ ? nullptr : st_.find(name); }
+    bool has(const std::string& name) const { return gguf_ ? gguf_->has(name) : find(name) != nullptr; }
 
     // A *logical* tensor is a stored float tensor (F32/F16/BF16), an fp8
     // tensor with its `<name>_scale_inv` companion, or an MXFP4 pair
@@ -57,6 +68,7 @@ private:
     std::string where(const TensorInfo& t) const { return st_.where(t); }
 
     st::Checkpoint st_;
+    std::shared_ptr<GgufSource> gguf_;
     int64_t fp8_bm_ = 128, fp8_bn_ = 128;
 };
 

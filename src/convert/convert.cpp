@@ -50,6 +50,8 @@ static std::string ascii_safe(const std::string& s) {
     return o;
 }
 
+static bool hf_source(const ConvertOptions& o, const Checkpoint& ck, ojson* out, std::string* err);
+
 static bool build_provenance(const ConvertOptions& o, const Checkpoint& ck, ojson* prov, std::string* err) {
     ojson set;
     set["trunk_bits"] = o.trunk_bits;
@@ -66,6 +68,41 @@ static bool build_provenance(const ConvertOptions& o, const Checkpoint& ck, ojso
     set["train_vectors"] = o.train_vectors;
     set["seed"] = o.seed;
     ojson src;
+    if (const GgufSource* g = ck.gguf()) {
+        // A GGUF source: the file recorded as a shard is (name, size, header
+        // SHA-256, type mix), plus its architecture; the config is the one
+        // synthesized from its metadata, hashed as it goes into the manifest.
+        src["format"] = "gguf";
+        src["gguf_architecture"] = ascii_safe(g->arch());
+        src["config_sha256"] = sha256_hex(g->config().dump());
+        src["index_file"] = "";
+        ojson s;
+        s["file"] = ascii_safe(fs::path(g->path()).filename().string());
+        s["bytes"] = g->file_size();
+        s["header_sha256"] = g->header_sha256();
+        ojson mix = ojson::object();
+        for (const auto& [t, m] : g->type_mix()) {
+            mix[ascii_safe(t)]["tensors"] = m.tensors;
+            mix[ascii_safe(t)]["bytes"] = m.bytes;
+        }
+        s["dtypes"] = mix;
+        src["shards"] = ojson::array({s});
+    } else if (!hf_source(o, ck, &src, err)) {
+        return false;
+    }
+    ojson p;
+    p["converter"] = "sluice convert";
+    p["version"] = converter_version();
+    p["settings"] = set;
+    p["source"] = src;
+    p["fingerprint"] = sha256_hex(p.dump());
+    *prov = p;
+    return true;
+}
+
+// The source record of a Hugging Face checkpoint directory.
+static bool hf_source(const ConvertOptions& o, const Checkpoint& ck, ojson* out, std::string* err) {
+    ojson& src = *out;
     const std::string cfg = sha256_file(o.source_dir + "/config.json", err);
     if (cfg.empty()) return false;
     src["config_sha256"] = cfg;
@@ -90,13 +127,6 @@ static bool build_provenance(const ConvertOptions& o, const Checkpoint& ck, ojso
         shards.push_back(s);
     }
     src["shards"] = shards;
-    ojson p;
-    p["converter"] = "sluice convert";
-    p["version"] = converter_version();
-    p["settings"] = set;
-    p["source"] = src;
-    p["fingerprint"] = sha256_hex(p.dump());
-    *prov = p;
     return true;
 }
 
@@ -182,6 +212,8 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     Checkpoint ck;
     ModelPlan mp;
     if (!open_source(opt.source_dir, &ck, &mp, err)) return 2;
+    if (ck.gguf())
+        for (const std::string& n : ck.gguf()->notes()) sink->message("note: " + n);
     std::vector<TrunkEntry> trunk;
     uint64_t trunk_total = 0;
     if (!plan_trunk(ck, mp, opt.trunk_bits, opt.trunk8, &trunk, &trunk_total, err)) return 2;
@@ -235,7 +267,8 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     }
     if (!write_file_atomic(dir + "/codebooks.bin", cb, err)) return 2;
     std::vector<std::string> side;
-    if (!write_side_files(opt.source_dir, dir, mp, sink, &side, err)) return 2;
+    // A GGUF source has no release files beside it (its tokenizer is not imported: see the note).
+    if (!ck.gguf() && !write_side_files(opt.source_dir, dir, mp, sink, &side, err)) return 2;
 
     ojson m;
     m["format_version"] = 0;

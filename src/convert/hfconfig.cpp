@@ -42,18 +42,23 @@ std::array<int64_t, 2> ModelPlan::expert_shape(int kind) const {
 }
 
 bool load_model_plan(const std::string& dir, const Checkpoint& ck, ModelPlan* p, std::string* err) {
-    const std::string path = dir + "/config.json";
+    const GgufSource* gg = ck.gguf();
+    const std::string path = gg ? gg->path() + " (config synthesized from its metadata)" : dir + "/config.json";
     ojson raw;
-    try {
-        std::string text;
-        if (sluice::Status rs = sluice::read_input_file(path, 64u << 20, &text); !rs) {
-            *err = rs.message();
+    if (gg) {
+        raw = gg->config();
+    } else {
+        try {
+            std::string text;
+            if (sluice::Status rs = sluice::read_input_file(path, 64u << 20, &text); !rs) {
+                *err = rs.message();
+                return false;
+            }
+            raw = ojson::parse(text);
+        } catch (const std::exception& e) {
+            *err = path + ": not valid JSON: " + e.what();
             return false;
         }
-        raw = ojson::parse(text);
-    } catch (const std::exception& e) {
-        *err = path + ": not valid JSON: " + e.what();
-        return false;
     }
     if (!raw.is_object()) {
         *err = path + ": not a JSON object";

@@ -1,5 +1,6 @@
 #include "format/gguf_reader.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/checked_math.h"
@@ -190,6 +191,8 @@ Status Reader::open(const std::string &path) {
     }
     c.ctx.clear();
     const uint64_t data_start = (c.at + alignment - 1) / alignment * alignment;
+    size_ = size;
+    data_start_ = std::min(data_start, size);
     for (auto &t : tensors_) {
         if (t.offset % alignment)
             return format_error(path + ": tensor " + t.name + ": offset " + std::to_string(t.offset) +

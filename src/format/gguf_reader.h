@@ -28,6 +28,9 @@ public:
     Status open(const std::string &path);
     const std::string &path() const { return file_.path(); }
     uint32_t version() const { return version_; }
+    // File size, and where the tensor data begins (the header is [0, data_start)).
+    uint64_t file_size() const { return size_; }
+    uint64_t data_start() const { return data_start_; }
     const std::vector<std::pair<std::string, Value>> &metadata() const { return kv_; }
     const Value *find(const std::string &key) const;
     // Typed getters: an error naming the file and key when it is missing or
@@ -45,6 +48,7 @@ public:
 private:
     File file_;
     uint32_t version_ = 0;
+    uint64_t size_ = 0, data_start_ = 0;
     std::vector<std::pair<std::string, Value>> kv_;
     std::map<std::string, size_t> kv_index_;
     std::vector<TensorInfo> tensors_;
