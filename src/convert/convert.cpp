@@ -267,8 +267,10 @@ int run_convert(const ConvertOptions& opt, std::string* err, ProgressSink* user_
     }
     if (!write_file_atomic(dir + "/codebooks.bin", cb, err)) return 2;
     std::vector<std::string> side;
-    // A GGUF source has no release files beside it (its tokenizer is not imported: see the note).
     if (!ck.gguf() && !write_side_files(opt.source_dir, dir, mp, sink, &side, err)) return 2;
+    // A GGUF carries its tokenizer in its metadata: the rank file, the
+    // specials and the chat template come from there (when sluice runs it).
+    if (ck.gguf() && !write_gguf_side_files(*ck.gguf(), dir, mp, sink, &side, err)) return 2;
 
     ojson m;
     m["format_version"] = 0;

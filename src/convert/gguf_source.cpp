@@ -748,8 +748,116 @@ bool GgufSource::build(std::string* err) {
         c["linear_attn_config"] = la;
     }
     config_ = std::move(c);
-    notes_.push_back("tokenizer: not imported from the GGUF (tokenizer.ggml.*); the container has no tokenizer side "
-                     "files, so it runs on token ids (sluice logits --ids)");
+    std::string a, b, t, why;
+    if (!tokenizer_files(&a, &b, &t, &why))
+        notes_.push_back("tokenizer: not imported (" + why + "); the container runs on token ids (sluice logits --ids)");
+    return true;
+}
+
+namespace {
+
+// GPT-2's byte -> code point map, inverted: code point -> byte, -1 if none.
+std::vector<int> unicode_to_byte() {
+    std::vector<int> inv(512, -1);
+    int next = 256;
+    for (int b = 0; b < 256; b++) {
+        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
+        inv[static_cast<size_t>(printable ? b : next++)] = b;
+    }
+    return inv;
+}
+
+// A byte-level token string back to its bytes; false if a code point is
+// not one of the 256 the map uses.
+bool token_bytes(const std::string& s, const std::vector<int>& inv, std::string* out) {
+    out->clear();
+    for (size_t i = 0; i < s.size();) {
+        const unsigned char c = static_cast<unsigned char>(s[i]);
+        int cp;
+        if (c < 0x80) {
+            cp = c;
+            i += 1;
+        } else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
+            cp = ((c & 0x1F) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F);
+            i += 2;
+        } else {
+            return false;
+        }
+        if (cp >= static_cast<int>(inv.size()) || inv[static_cast<size_t>(cp)] < 0) return false;
+        out->push_back(static_cast<char>(inv[static_cast<size_t>(cp)]));
+    }
+    return !out->empty();
+}
+
+std::string base64(const std::string& in) {
+    static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string o;
+    size_t i = 0;
+    for (; i + 2 < in.size(); i += 3) {
+        const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8) | uint8_t(in[i + 2]);
+        o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], t[v & 63]};
+    }
+    if (i + 1 == in.size()) {
+        const uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+        o += {t[v >> 18], t[(v >> 12) & 63], '=', '='};
+    } else if (i + 2 == in.size()) {
+        const uint32_t v = (uint32_t(uint8_t(in[i])) << 16) | (uint32_t(uint8_t(in[i + 1])) << 8);
+        o += {t[v >> 18], t[(v >> 12) & 63], t[(v >> 6) & 63], '='};
+    }
+    return o;
+}
+
+}  // namespace
+
+bool GgufSource::tokenizer_files(std::string* rank_text, std::string* specials_json, std::string* chat_template,
+                                 std::string* why) const {
+    std::string model, pre;
+    if (!rd_.get_str("tokenizer.ggml.model", &model).is_ok() || model != "gpt2") {
+        *why = "tokenizer.ggml.model is '" + model + "', not gpt2 (byte-level BPE)";
+        return false;
+    }
+    if (!rd_.get_str("tokenizer.ggml.pre", &pre).is_ok() || pre != "kimi-k2") {
+        *why = "pre-tokenizer '" + pre + "': sluice runs the Kimi pattern (kimi-k2) for these families";
+        return false;
+    }
+    const gguf::Value* toks = rd_.find("tokenizer.ggml.tokens");
+    const gguf::Value* types = rd_.find("tokenizer.ggml.token_type");
+    if (!toks || toks->type != gguf::ValueType::ARR || toks->elem != gguf::ValueType::STR || !types ||
+        types->type != gguf::ValueType::ARR || types->nums.size() != toks->strs.size()) {
+        *why = "tokenizer.ggml.tokens / token_type missing or of different lengths";
+        return false;
+    }
+    const auto inv = unicode_to_byte();
+    std::string ranks, bytes;
+    ojson specials = ojson::array();
+    size_t n_ranks = 0;
+    bool ranks_done = false;
+    for (size_t id = 0; id < toks->strs.size(); id++) {
+        const int type = static_cast<int>(types->nums[id]);
+        if (type == 1) {  // normal: a rank, in id order before anything else
+            if (ranks_done || !token_bytes(toks->strs[id], inv, &bytes)) {
+                *why = "token " + std::to_string(id) + " is not a byte-level rank in id order";
+                return false;
+            }
+            ranks += base64(bytes) + " " + std::to_string(n_ranks++) + "\n";
+        } else if (type == 3 || type == 4) {  // control, user-defined: a special
+            ranks_done = true;
+            ojson sp;
+            sp["id"] = static_cast<int64_t>(id);
+            sp["text"] = toks->strs[id];
+            specials.push_back(sp);
+        } else {
+            ranks_done = true;  // unused or unknown ids: gaps in the vocabulary
+        }
+    }
+    if (n_ranks < 256) {
+        *why = "fewer than 256 byte-level ranks";
+        return false;
+    }
+    *rank_text = std::move(ranks);
+    *specials_json = specials.dump(1, ' ', false);
+    chat_template->clear();
+    (void)rd_.get_str("tokenizer.chat_template", chat_template);
     return true;
 }
 

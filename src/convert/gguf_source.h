@@ -48,6 +48,15 @@ public:
     };
     const std::map<std::string, TypeMix>& type_mix() const { return type_mix_; }
 
+    // The tokenizer as a container's side files (FORMAT.md §7): a tiktoken
+    // rank file (ranks = the ids of the normal tokens, which must come first
+    // and in order), specials.json (control and user-defined tokens) and the
+    // chat template. False with *why when the GGUF's tokenizer is not one
+    // sluice runs (only llama.cpp's byte-level BPE with the kimi-k2
+    // pre-tokenizer is), or is malformed: the conversion goes on without it.
+    bool tokenizer_files(std::string* rank_text, std::string* specials_json, std::string* chat_template,
+                         std::string* why) const;
+
     // Hugging Face names, ascending byte order.
     std::vector<std::string> names() const;
     bool has(const std::string& hf) const { return map_.count(hf) != 0; }

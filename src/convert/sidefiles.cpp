@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "convert/gguf_source.h"
 #include "convert/util.h"
 
 namespace sluice::convert {
@@ -157,6 +158,35 @@ bool write_side_files(const std::string& src, const std::string& dir, const Mode
             if (!write_file_atomic(dir + "/chat.json", chat, err)) return false;
             written->push_back("chat.json");
         }
+    }
+    return true;
+}
+
+bool write_gguf_side_files(const GgufSource& g, const std::string& dir, const ModelPlan& mp, ProgressSink* sink,
+                           std::vector<std::string>* written, std::string* err) {
+    std::string ranks, specials_json, tmpl, why;
+    if (!g.tokenizer_files(&ranks, &specials_json, &tmpl, &why)) return true;  // noted at open
+    if (!write_file_atomic(dir + "/tokenizer.model", ranks, err)) return false;
+    written->push_back("tokenizer.model");
+    if (!write_file_atomic(dir + "/specials.json", specials_json, err)) return false;
+    written->push_back("specials.json");
+    if (!tmpl.empty()) {
+        if (!write_file_atomic(dir + "/chat_template.jinja", tmpl, err)) return false;
+        written->push_back("chat_template.jinja");
+    }
+    const std::string chat = builtin_chat_json(mp.family);
+    if (!chat.empty()) {
+        const auto sp = ojson::parse(specials_json, nullptr, false);
+        std::vector<std::string> texts;
+        if (sp.is_array())
+            for (const auto& e : sp) texts.push_back(e.value("text", ""));
+        for (const std::string& m : markers(chat))
+            if (std::find(texts.begin(), texts.end(), m) == texts.end()) {
+                if (sink) sink->message("note: chat.json not installed: marker " + m + " is not a special token");
+                return true;
+            }
+        if (!write_file_atomic(dir + "/chat.json", chat, err)) return false;
+        written->push_back("chat.json");
     }
     return true;
 }

@@ -15,6 +15,12 @@ namespace sluice::convert {
 bool write_side_files(const std::string& src, const std::string& dir, const ModelPlan& mp, ProgressSink* sink,
                       std::vector<std::string>* written, std::string* err);
 
+// The same from a GGUF source's tokenizer metadata (GgufSource::tokenizer_files),
+// plus the family's built-in chat.json when its markers are specials.
+class GgufSource;
+bool write_gguf_side_files(const GgufSource& g, const std::string& dir, const ModelPlan& mp, ProgressSink* sink,
+                           std::vector<std::string>* written, std::string* err);
+
 // The built-in chat.json for a family ("" if none is known).
 std::string builtin_chat_json(const std::string& family);
 
