@@ -55,6 +55,8 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 # harness: sources besides tests/fuzz/<harness>.cpp
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/checked_file.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
+# The converter reads a GGUF source through these (convert/checkpoint.cpp).
+GGUF_SRC="src/convert/gguf_source.cpp src/format/gguf.cpp src/format/gguf_reader.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/common/units.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp
     src/runtime/process_footprint.cpp src/runtime/read_queue.cpp $FILE_IO"
@@ -66,14 +68,15 @@ declare -A SRC=(
   [fuzz_safetensors]="src/format/safetensors.cpp $FILE_IO $SHA256"
   [fuzz_gguf]="src/format/gguf.cpp src/format/gguf_reader.cpp $FILE_IO"
   [fuzz_checkpoint]="src/convert/checkpoint.cpp src/convert/numeric.cpp src/convert/util.cpp
-    src/format/safetensors.cpp $FILE_IO $SHA256"
+    src/format/safetensors.cpp $FILE_IO $SHA256 $GGUF_SRC"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp
     src/tokenizer/pretokenize.cpp src/tokenizer/unicode.cpp src/common/checked_file.cpp"
   [fuzz_llamakld]="src/kld/io/llamakld.cpp src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
   [fuzz_suite]="src/kld/io/suite.cpp src/kld/kld_common.cpp $FILE_IO $SHA256"
   # Session state needs a whole engine (and the generator for its model).
   [fuzz_session]="src/model/session_io.cpp $ENGINE src/synth/synth.cpp src/convert/numeric.cpp src/convert/trunk.cpp
-    src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp"
+    src/convert/vq.cpp src/convert/util.cpp src/convert/checkpoint.cpp src/format/safetensors.cpp src/convert/hfconfig.cpp
+    $GGUF_SRC"
 )
 HARNESSES="fuzz_manifest fuzz_request fuzz_hotlist fuzz_expert_record fuzz_container fuzz_safetensors fuzz_gguf
   fuzz_checkpoint fuzz_tokenizer fuzz_llamakld fuzz_suite fuzz_session"

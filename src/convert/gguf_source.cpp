@@ -406,7 +406,7 @@ bool GgufSource::build(std::string* err) {
         }
         if (t->bytes == 0) {
             *err = P + ": tensor " + g + " is of ggml type " + ggml_type_name(t->type) +
-                   ", which sluice does not read (F32, F16, BF16 and Q8_0 only: convert an f16, bf16 or q8_0 GGUF, or "
+                   ", which sluice does not read (F32, F16, BF16, Q8_0 and Q4_0 only: convert such a GGUF, or "
                    "the Hugging Face release)";
             return nullptr;
         }

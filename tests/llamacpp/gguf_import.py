@@ -63,6 +63,8 @@ CASES = {
     "deepseek": {"family": "deepseek", "experts": "vq3r", "seed": 3},
     "k3": {"family": "k3", "experts": "vq3r", "seed": 3},
     "bad-input": {"family": "kimi-linear", "experts": "vq3r", "seed": 3},
+    # The template is the committed container's export; the values are the release's (release_case).
+    "release": {"dir": os.path.join(ROOT, "models", "sluice-mini")},
 }
 
 # ------------------------------------------------------------------ GGUF
@@ -292,6 +294,50 @@ def bad_inputs(a, gguf):
     return fails
 
 
+def release_case(np, a, template):
+    """The lossless case: a GGUF holding sluice-mini's own bf16 release
+    (tools/train/gguf_from_hf.py fills A.gguf's layout with the Hugging Face
+    checkpoint's values) converts, with the committed container's recipe
+    (its provenance), to the committed container: expert banks and codebooks
+    byte-identical, the tokenizer files identical, and the logits within the
+    rounding of A_log through -exp and log (the only transformed trunk values)."""
+    hf = os.path.join(ROOT, "models", "sluice-mini-hf", "model.safetensors")
+    src = os.path.join(ROOT, "models", "sluice-mini")
+    g = os.path.join(a.work, "release.gguf")
+    run([sys.executable, os.path.join(ROOT, "tools", "train", "gguf_from_hf.py"), template, hf, g], "gguf_from_hf.py")
+    with open(os.path.join(src, "manifest.json")) as f:
+        st = json.load(f)["provenance"]["settings"]
+    conv = os.path.join(a.work, "release.waste")
+    cmd = [a.sluice, "convert", g, conv, "--trunk-bits", str(st["trunk_bits"]), "--stages", str(st["stages"]),
+           "--entries", str(st["entries"]), "--seed", str(st["seed"]), "--jobs", a.jobs, "--force", "-q"]
+    if st.get("trunk8"):
+        cmd.append("--trunk8")
+    run(cmd, "sluice convert")
+    fails = []
+    names = sorted(n for n in os.listdir(src) if n.startswith("experts-L")) + ["codebooks.bin", "tokenizer.model"]
+    for n in names:
+        same = open(os.path.join(src, n), "rb").read() == open(os.path.join(conv, n), "rb").read()
+        print("%s: %s" % (n, "byte-identical to the committed container" if same else "DIFFERENT"))
+        if not same:
+            fails.append(n + " differs from the committed container's")
+    sp = [json.load(open(os.path.join(d, "specials.json"))) for d in (src, conv)]
+    print("specials.json: %s" % ("the same entries" if sp[0] == sp[1] else "DIFFERENT"))
+    if sp[0] != sp[1]:
+        fails.append("specials.json differs")
+    ids = "3,7,11,5,9,13,2,17,4,8,19,23,6,29,12,31"
+    outs = []
+    for tag, c in (("src", src), ("conv", conv)):
+        o = os.path.join(a.work, "release.%s.f32" % tag)
+        run([a.sluice, "logits", c, "--ids", ids, "-o", o, "-t", "1"], "sluice logits")
+        outs.append(np.fromfile(o, dtype="<f4").astype(np.float64))
+    d = np.abs(outs[0] - outs[1])
+    print("logits, 16 tokens: max|diff| %.3e, mean|diff| %.3e, argmax %d / %d (threshold: max|diff| <= 1e-3)" % (
+        d.max(), d.mean(), int(outs[0].argmax()), int(outs[1].argmax())))
+    if d.max() > 1e-3 or outs[0].argmax() != outs[1].argmax():
+        fails.append("the release's GGUF does not give the release's logits")
+    return fails
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--sluice", required=True)
@@ -315,6 +361,11 @@ def main():
     print(run([a.sluice, "export-gguf", container, A, "-q"], "sluice export-gguf").stdout.strip())
     if a.case == "bad-input":
         fails = bad_inputs(a, A)
+        for f in fails:
+            print("FAIL: " + f)
+        return 1 if fails else 0
+    if a.case == "release":
+        fails = release_case(np, a, A)
         for f in fails:
             print("FAIL: " + f)
         return 1 if fails else 0
