@@ -171,9 +171,6 @@ Status export_kimi(ExportSource &s, const std::string &A) {
     int n_dense = 0;
     SLUICE_TRY(dense_lead(s, A, &n_dense));
     const bool has_moe = n_dense < c.n_layers;
-    if (s.container().manifest().eq.index_bits == 6)
-        s.note("VQ4P experts: sluice multiplies them through an int8 table of the input; the GGUF holds the exact "
-               "dense weights, so expect differences near 1e-2 from that rounding");
 
     s.set_arch(A);
     Writer &w = s.writer();
@@ -348,9 +345,6 @@ Status export_deepseek(ExportSource &s) {
     const bool has_moe = n_dense < c.n_layers;
     if (has_moe && !s.has(layer_name(n_dense, "block_sparse_moe.shared_experts.gate_proj.weight")))
         return refuse(s, A, "MoE layers without a shared expert (deepseek2 builds one in every MoE layer)");
-    if (s.container().manifest().eq.index_bits == 6)
-        s.note("VQ4P experts: sluice multiplies them through an int8 table of the input; the GGUF holds the exact "
-               "dense weights, so expect differences near 1e-2 from that rounding");
 
     s.set_arch(A);
     Writer &w = s.writer();

@@ -136,6 +136,9 @@ Status export_gguf(const ExportOptions &o, ExportReport *report,
     Writer w;
     ExportReport r;
     ExportSource s(c, o, &w, &r);
+    if (c.manifest().eq.index_bits == 6)
+        r.notes.push_back("VQ4P experts: sluice multiplies them through an int8 table of the input; the GGUF holds "
+                          "the exact dense weights, so expect differences near 1e-2 from that rounding");
     if (o.experts == TensorType::Q8_0 || o.experts == TensorType::Q4_0)
         r.notes.push_back(std::string("experts rebuilt from their VQ codes and requantized to ") + type_name(o.experts) +
                           ": llama.cpp runs an approximation of the container's weights (f32 or f16 keep them)");

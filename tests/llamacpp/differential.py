@@ -27,6 +27,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from llamacpp_prep import prepare  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 
@@ -81,14 +83,7 @@ def main():
         oracle_ok = False
         print("note: torch is not importable: the KDA epsilon attribution is not run")
     os.makedirs(a.work, exist_ok=True)
-    ddir = a.driver_dir or a.work
-    prep = subprocess.run(["bash", os.path.join(HERE, "prepare.sh"), ddir], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if prep.returncode == 77:
-        skip(prep.stdout.strip().replace("SKIP: ", ""))
-    if prep.returncode != 0:
-        print("prepare.sh failed:\n" + prep.stdout)
-        return 1
+    ddir = prepare(a.driver_dir or a.work)
     driver = os.path.join(ddir, "llamacpp_logits")
     bins = os.path.join(ddir, "bins")
 

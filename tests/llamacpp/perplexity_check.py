@@ -27,6 +27,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from llamacpp_prep import prepare  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
@@ -38,15 +40,7 @@ def main():
     ap.add_argument("--chunks", type=int, default=60)
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    ddir = os.path.abspath(a.driver_dir or a.work)
-    prep = subprocess.run(["bash", os.path.join(HERE, "prepare.sh"), ddir], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if prep.returncode == 77:
-        print(prep.stdout.strip())
-        return 77
-    if prep.returncode != 0:
-        print("prepare.sh failed:\n" + prep.stdout)
-        return 1
+    ddir = prepare(os.path.abspath(a.driver_dir or a.work))
     model = os.path.join(ROOT, "models", "sluice-mini")
     text = os.path.join(ROOT, "models", "kjv-heldout.txt")
     gguf = os.path.abspath(os.path.join(a.work, "sluice-mini.gguf"))

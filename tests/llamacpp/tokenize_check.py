@@ -17,6 +17,8 @@ import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from llamacpp_prep import prepare  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
 MIXED = ("In the beginning 1234567 was 3.14159; they'll we've I'M.\n\n\n  \t  spaces   \n"
@@ -32,15 +34,7 @@ def main():
     ap.add_argument("--driver-dir")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
-    ddir = a.driver_dir or a.work
-    prep = subprocess.run(["bash", os.path.join(HERE, "prepare.sh"), ddir], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
-    if prep.returncode == 77:
-        print(prep.stdout.strip())
-        return 77
-    if prep.returncode != 0:
-        print("prepare.sh failed:\n" + prep.stdout)
-        return 1
+    ddir = prepare(a.driver_dir or a.work)
     model = os.path.join(ROOT, "models", "sluice-mini")
     gguf = os.path.join(a.work, "sluice-mini-tok.gguf")
     subprocess.run([a.sluice, "export-gguf", model, gguf, "-q"], check=True, stdout=subprocess.DEVNULL)
