@@ -48,6 +48,17 @@ CASES = {
     "deepseek": {"family": "deepseek", "experts": "vq3r", "seed": 3},
     "k3": {"family": "k3", "experts": "vq3r", "seed": 3},
     "k3-vq2r-q8": {"family": "k3", "experts": "vq2r", "seed": 7, "trunk_bits": 8},
+    # Requantized GGUFs (what a model bigger than RAM is exported as): llama.cpp
+    # reads export-gguf's q8_0 and q4_0 blocks as they were meant. Not exact
+    # (the weights are rounded again, and llama.cpp rounds the activations of
+    # quantized products to 8 bits), so a looser bound: correlation >= 0.999
+    # and max|diff| <= 5e-2 of max|logit|, the argmax printed, not required
+    # (measured: q8_0 0.99995 and 1.2e-2; q4_0 experts 0.9998 and 3.0e-2). A
+    # block laid out wrong gives garbage, far outside it.
+    "sluice-mini-q8": {"dir": os.path.join(ROOT, "models", "sluice-mini"),
+                       "export": ["--trunk-type", "q8_0", "--expert-type", "q8_0"], "lossy": True},
+    "sluice-mini-q4": {"dir": os.path.join(ROOT, "models", "sluice-mini"),
+                       "export": ["--trunk-type", "q8_0", "--expert-type", "q4_0"], "lossy": True},
 }
 
 
@@ -96,7 +107,7 @@ def main():
         container = os.path.join(a.work, a.case + ".waste")
         make_synthetic.build(container, **args)
     gguf = os.path.join(a.work, a.case + ".gguf")
-    out = run([a.sluice, "export-gguf", container, gguf, "-q"], "sluice export-gguf")
+    out = run([a.sluice, "export-gguf", container, gguf, "-q"] + case.get("export", []), "sluice export-gguf")
     print(out.strip())
     import json
     with open(os.path.join(container, "manifest.json")) as f:
@@ -138,7 +149,8 @@ def main():
         # sluice's own every-position argmax comes from a prefix run per position
         # only for the short prompt (100 runs of the long one would dominate CI).
         pos_ok = pos_total = 0
-        if n <= 16:
+        lossy = case.get("lossy", False)
+        if n <= 16 and not lossy:
             for k in range(1, n + 1):
                 p = os.path.join(a.work, "%s-%d-pos%d.f32" % (a.case, n, k))
                 run([a.sluice, "logits", container, "--ids", ",".join(map(str, ids[:k])), "-o", p, "-t", "1"],
@@ -151,7 +163,7 @@ def main():
         # threshold, so that the epsilon, not a mapping error, is the difference.
         attrib_ok = True
         attrib = ""
-        if n <= 16 and "linear_attn_config" in cfg and oracle_ok:
+        if n <= 16 and "linear_attn_config" in cfg and oracle_ok and not lossy:
             eps = float(cfg.get("rms_norm_eps", 1e-5))
             o_eps = os.path.join(a.work, "%s-%d.oracle-eps.f32" % (a.case, n))
             o_ref = os.path.join(a.work, "%s-%d.oracle.f32" % (a.case, n))
@@ -166,14 +178,18 @@ def main():
             attrib = ("; KDA L2 epsilon: llama.cpp vs the oracle with its epsilon (%g) %.2e of max|logit|, "
                       "sluice vs the oracle with 1e-12 %.2e%s" % (eps, d_eps, d_ref,
                                                                    "" if attrib_ok else " (over %.0e: FAIL)" % ATTRIB_TOL))
-        ok = rel <= REL_TOL and am_a == am_b and corr >= MIN_CORR and (pos_ok == pos_total) and attrib_ok
+        if lossy:
+            ok = rel <= 5e-2 and corr >= 0.999
+        else:
+            ok = rel <= REL_TOL and am_a == am_b and corr >= MIN_CORR and (pos_ok == pos_total) and attrib_ok
         failed |= not ok
         print("%s, %d tokens: max|diff| %.3e (%.2e of max|logit| %.2f), mean|diff| %.3e, corr %.9f, "
               "argmax llama.cpp %d sluice %d%s%s  %s" % (
                   a.case, n, d.max(), rel, scale, d.mean(), corr, am_a, am_b,
                   (", every position's argmax equal %d/%d" % (pos_ok, pos_total)) if pos_total else "",
-                  attrib, "OK" if ok else "FAIL (threshold: %.0e of max|logit|, equal argmax, corr >= %.5f)" % (
-                      REL_TOL, MIN_CORR)))
+                  attrib, "OK" if ok else ("FAIL (lossy threshold: 5e-2 of max|logit|, corr >= 0.999)" if lossy else
+                                           "FAIL (threshold: %.0e of max|logit|, equal argmax, corr >= %.5f)" % (
+                                               REL_TOL, MIN_CORR))))
         rows.append("| %s | %d | %.2e | %.2e | %.1e | %.9f | %s |" % (
             a.case, n, d.max(), d.mean(), rel, corr,
             "same" if am_a == am_b else "DIFFERENT"))
