@@ -56,7 +56,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/checked_file.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 # The converter reads a GGUF source through these (convert/checkpoint.cpp).
-GGUF_SRC="src/convert/gguf_source.cpp src/format/gguf.cpp src/format/gguf_reader.cpp"
+GGUF_SRC="src/convert/gguf_source.cpp src/convert/byte_level.cpp src/format/gguf.cpp src/format/gguf_reader.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/common/units.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp
     src/runtime/process_footprint.cpp src/runtime/read_queue.cpp $FILE_IO"

@@ -8,6 +8,8 @@
 // with an all-ones norm, the same product).
 #include "convert/gguf_source.h"
 
+#include "convert/byte_level.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -26,21 +28,6 @@ namespace sluice::convert {
 using ojson = nlohmann::ordered_json;
 
 namespace {
-
-// ggml's type numbers (ggml.h), for messages naming what a file holds.
-std::string ggml_type_name(uint32_t t) {
-    static const std::pair<uint32_t, const char*> names[] = {
-        {0, "F32"},      {1, "F16"},      {2, "Q4_0"},    {3, "Q4_1"},     {6, "Q5_0"},    {7, "Q5_1"},
-        {8, "Q8_0"},     {9, "Q8_1"},     {10, "Q2_K"},   {11, "Q3_K"},    {12, "Q4_K"},   {13, "Q5_K"},
-        {14, "Q6_K"},    {15, "Q8_K"},    {16, "IQ2_XXS"}, {17, "IQ2_XS"}, {18, "IQ3_XXS"}, {19, "IQ1_S"},
-        {20, "IQ4_NL"},  {21, "IQ3_S"},   {22, "IQ2_S"},  {23, "IQ4_XS"},  {24, "I8"},     {25, "I16"},
-        {26, "I32"},     {27, "I64"},     {28, "F64"},    {29, "IQ1_M"},   {30, "BF16"},   {34, "TQ1_0"},
-        {35, "TQ2_0"},   {39, "MXFP4"},
-    };
-    for (const auto& [n, s] : names)
-        if (n == t) return s;
-    return "type " + std::to_string(t);
-}
 
 std::string dims_str(const std::vector<int64_t>& d) {
     std::string s = "[";
@@ -104,7 +91,7 @@ bool GgufSource::open(const std::string& path, std::string* err) {
         header_sha256_ = sha256_hex(head);
     }
     for (const gguf::TensorInfo& t : rd_.tensors()) {
-        TypeMix& m = type_mix_[ggml_type_name(t.type)];
+        TypeMix& m = type_mix_[gguf::ggml_type_name(t.type)];
         m.tensors += 1;
         m.bytes += t.bytes;
     }
@@ -405,7 +392,7 @@ bool GgufSource::build(std::string* err) {
             return nullptr;
         }
         if (t->bytes == 0) {
-            *err = P + ": tensor " + g + " is of ggml type " + ggml_type_name(t->type) +
+            *err = P + ": tensor " + g + " is of ggml type " + gguf::ggml_type_name(t->type) +
                    ", which sluice does not read (F32, F16, BF16, Q8_0 and Q4_0 only: convert such a GGUF, or "
                    "the Hugging Face release)";
             return nullptr;
@@ -756,39 +743,6 @@ bool GgufSource::build(std::string* err) {
 
 namespace {
 
-// GPT-2's byte -> code point map, inverted: code point -> byte, -1 if none.
-std::vector<int> unicode_to_byte() {
-    std::vector<int> inv(512, -1);
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        inv[static_cast<size_t>(printable ? b : next++)] = b;
-    }
-    return inv;
-}
-
-// A byte-level token string back to its bytes; false if a code point is
-// not one of the 256 the map uses.
-bool token_bytes(const std::string& s, const std::vector<int>& inv, std::string* out) {
-    out->clear();
-    for (size_t i = 0; i < s.size();) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        int cp;
-        if (c < 0x80) {
-            cp = c;
-            i += 1;
-        } else if ((c & 0xE0) == 0xC0 && i + 1 < s.size()) {
-            cp = ((c & 0x1F) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3F);
-            i += 2;
-        } else {
-            return false;
-        }
-        if (cp >= static_cast<int>(inv.size()) || inv[static_cast<size_t>(cp)] < 0) return false;
-        out->push_back(static_cast<char>(inv[static_cast<size_t>(cp)]));
-    }
-    return !out->empty();
-}
-
 std::string base64(const std::string& in) {
     static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
     std::string o;
@@ -827,7 +781,6 @@ bool GgufSource::tokenizer_files(std::string* rank_text, std::string* specials_j
         *why = "tokenizer.ggml.tokens / token_type missing or of different lengths";
         return false;
     }
-    const auto inv = unicode_to_byte();
     std::string ranks, bytes;
     ojson specials = ojson::array();
     size_t n_ranks = 0;
@@ -835,7 +788,7 @@ bool GgufSource::tokenizer_files(std::string* rank_text, std::string* specials_j
     for (size_t id = 0; id < toks->strs.size(); id++) {
         const int type = static_cast<int>(types->nums[id]);
         if (type == 1) {  // normal: a rank, in id order before anything else
-            if (ranks_done || !token_bytes(toks->strs[id], inv, &bytes)) {
+            if (ranks_done || !byte_level_to_bytes(toks->strs[id], &bytes)) {
                 *why = "token " + std::to_string(id) + " is not a byte-level rank in id order";
                 return false;
             }

@@ -29,6 +29,9 @@ enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 
 // scale and 32 nibbles, value j in the low half of byte j, j + 16 in the high).
 uint64_t row_bytes(TensorType t, int64_t ne0);
 const char *type_name(TensorType t);
+// Any ggml type number's name ("Q4_K"), for messages naming what a file
+// holds; "type N" for a number ggml does not define.
+std::string ggml_type_name(uint32_t t);
 // "f32", "f16", "q8_0", "q4_0" (the names the CLI takes) to a type; false if unknown.
 bool parse_type(const std::string &name, TensorType *out);
 

@@ -183,7 +183,7 @@ Status Reader::open(const std::string &path) {
         SLUICE_TRY(c.u32(&t.type));
         SLUICE_TRY(c.u64(&t.offset));
         const uint64_t rb = row_bytes((TensorType)t.type, t.dims[0]);
-        const bool known = t.type == 0 || t.type == 1 || t.type == 2 || t.type == 8 || t.type == 30;
+        const bool known = row_bytes((TensorType)t.type, 32) != 0;  // a type row_bytes sizes
         t.bytes = known && rb ? rb * (uint64_t)t.rows() : 0;
         if (known && rb == 0) return c.fail("rows of " + std::to_string(t.dims[0]) + " values do not fit its type");
         tensor_index_[t.name] = tensors_.size();
@@ -259,8 +259,8 @@ const TensorInfo *Reader::tensor(const std::string &name) const {
 
 Status Reader::read_rows_f32(const TensorInfo &t, int64_t row0, int64_t n, float *out) const {
     if (t.bytes == 0)
-        return unsupported(path() + ": tensor " + t.name + " is of ggml type " + std::to_string(t.type) +
-                           ", which sluice does not read (f32, f16, bf16, q8_0 and q4_0 only)");
+        return unsupported(path() + ": tensor " + t.name + " is of ggml type " + std::to_string(t.type) + " (" +
+                           ggml_type_name(t.type) + "), which sluice does not read (f32, f16, bf16, q8_0 and q4_0 only)");
     if (row0 < 0 || n < 0 || row0 + n > t.rows())
         return arg_error(path() + ": tensor " + t.name + ": rows " + std::to_string(row0) + "+" + std::to_string(n) +
                          " out of " + std::to_string(t.rows()));

@@ -7,10 +7,9 @@
 
 namespace sluice::gguf {
 
-Status ExportSource::shape(const std::string &hf, std::vector<int64_t> *out) const {
-    const TrunkEntry *e = find(hf);
-    if (!e) return format_error(c_.dir() + ": trunk tensor " + hf + " is missing (the GGUF mapping needs it)");
-    *out = e->shape;
+Status ExportSource::need(const std::string &hf, const TrunkEntry **out) const {
+    *out = find(hf);
+    if (!*out) return format_error(c_.dir() + ": trunk tensor " + hf + " is missing (the GGUF mapping needs it)");
     return Status::ok();
 }
 
@@ -34,8 +33,8 @@ int64_t numel(const std::vector<int64_t> &d) {
 }  // namespace
 
 Status ExportSource::matrix(const std::string &hf, const std::string &gguf) {
-    const TrunkEntry *e = find(hf);
-    if (!e) return format_error(c_.dir() + ": trunk tensor " + hf + " is missing (the GGUF mapping needs it)");
+    const TrunkEntry *e = nullptr;
+    SLUICE_TRY(need(hf, &e));
     if (e->shape.size() != 2)
         return format_error(c_.dir() + ": trunk tensor " + hf + " has " + std::to_string(e->shape.size()) +
                             " dims; the GGUF mapping reads it as a matrix");
@@ -48,8 +47,8 @@ Status ExportSource::matrix(const std::string &hf, const std::string &gguf) {
 }
 
 Status ExportSource::as_f32(const std::string &hf, const std::string &gguf, std::vector<int64_t> dims) {
-    const TrunkEntry *e = find(hf);
-    if (!e) return format_error(c_.dir() + ": trunk tensor " + hf + " is missing (the GGUF mapping needs it)");
+    const TrunkEntry *e = nullptr;
+    SLUICE_TRY(need(hf, &e));
     if (numel(dims) != numel(e->shape))
         return format_error(c_.dir() + ": trunk tensor " + hf + " has " + std::to_string(numel(e->shape)) +
                             " values; its GGUF tensor " + gguf + " needs " + std::to_string(numel(dims)));
@@ -63,8 +62,8 @@ Status ExportSource::as_f32(const std::string &hf, const std::string &gguf, std:
 }
 
 Status ExportSource::load(const std::string &hf, std::vector<float> *values, std::vector<int64_t> *shape_out) const {
-    const TrunkEntry *e = find(hf);
-    if (!e) return format_error(c_.dir() + ": trunk tensor " + hf + " is missing (the GGUF mapping needs it)");
+    const TrunkEntry *e = nullptr;
+    SLUICE_TRY(need(hf, &e));
     QTensor desc;
     SLUICE_TRY(c_.describe_entry(*e, nullptr, &desc));
     values->assign((size_t)(desc.rows * desc.cols), 0.0f);

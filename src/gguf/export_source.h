@@ -31,8 +31,8 @@ public:
     // The trunk entry of a tensor (name without the container's prefix).
     const TrunkEntry *find(const std::string &hf) const { return c_.find(hf); }
     bool has(const std::string &hf) const { return find(hf) != nullptr; }
-    // Shape of a trunk tensor (PyTorch order), or an error naming it.
-    Status shape(const std::string &hf, std::vector<int64_t> *out) const;
+    // The entry, or an error naming the container and the tensor the mapping needs.
+    Status need(const std::string &hf, const TrunkEntry **out) const;
 
     // A trunk matrix [rows, cols] as GGUF {cols, rows} in the trunk type
     // (f32 when its rows do not fit the type, noted); 1-D tensors and

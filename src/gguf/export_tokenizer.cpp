@@ -8,39 +8,11 @@
 #include <map>
 
 #include "common/checked_file.h"
+#include "convert/byte_level.h"
 #include "gguf/export_source.h"
 #include "tokenizer/tokenizer.h"
 
 namespace sluice::gguf {
-
-namespace {
-
-// GPT-2's reversible byte -> printable code point map, as UTF-8.
-std::vector<std::string> byte_unicode() {
-    std::vector<std::string> out(256);
-    int next = 256;
-    for (int b = 0; b < 256; b++) {
-        const bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255);
-        const int cp = printable ? b : next++;
-        std::string u;
-        if (cp < 0x80) {
-            u.push_back((char)cp);
-        } else {
-            u.push_back((char)(0xC0 | (cp >> 6)));
-            u.push_back((char)(0x80 | (cp & 0x3F)));
-        }
-        out[(size_t)b] = u;
-    }
-    return out;
-}
-
-std::string to_unicode(const std::vector<std::string> &map, std::string_view bytes) {
-    std::string s;
-    for (unsigned char c : bytes) s += map[c];
-    return s;
-}
-
-}  // namespace
 
 Status export_tokenizer(ExportSource &s) {
     const std::string dir = s.container().dir();
@@ -54,7 +26,6 @@ Status export_tokenizer(ExportSource &s) {
     if ((int64_t)t.n_vocab() > V)
         return format_error(dir + ": the tokenizer has " + std::to_string(t.n_vocab()) + " ids, the model's vocabulary " +
                             std::to_string(V));
-    const auto bu = byte_unicode();
     std::map<std::string, int64_t, std::less<>> rank;  // bytes -> rank
     const int64_t n_ranks = (int64_t)t.n_ranks();
     for (int64_t r = 0; r < n_ranks; r++)
@@ -68,7 +39,7 @@ Status export_tokenizer(ExportSource &s) {
             tokens[(size_t)id] = std::string(*piece);
             types[(size_t)id] = 3;  // control
         } else if (piece && id < n_ranks) {
-            tokens[(size_t)id] = to_unicode(bu, *piece);
+            tokens[(size_t)id] = convert::bytes_to_byte_level(*piece);
             types[(size_t)id] = 1;  // normal
         } else {
             tokens[(size_t)id] = "[PAD" + std::to_string(id) + "]";
@@ -99,7 +70,7 @@ Status export_tokenizer(ExportSource &s) {
             s.note("tokenizer: rank " + std::to_string(r) + " is not reachable by merges of lower ranks; left out");
             continue;
         }
-        merges.push_back(to_unicode(bu, parts[0]) + " " + to_unicode(bu, parts[1]));
+        merges.push_back(convert::bytes_to_byte_level(parts[0]) + " " + convert::bytes_to_byte_level(parts[1]));
     }
     Writer &w = s.writer();
     w.set_str("tokenizer.ggml.model", "gpt2");

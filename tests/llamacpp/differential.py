@@ -28,7 +28,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llamacpp_prep import prepare  # noqa: E402
+from llamacpp_prep import case_container, numpy, prepare  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
 
@@ -62,10 +62,6 @@ CASES = {
 }
 
 
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
-
 
 def run(cmd, what):
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -83,10 +79,7 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--markdown", help="append one table row per prompt to this file")
     a = ap.parse_args()
-    try:
-        import numpy as np
-    except ImportError:
-        skip("numpy is not importable by %s (Debian's python3-numpy)" % sys.executable)
+    np = numpy()
     try:
         import torch  # noqa: F401  (the oracle's; the attribution step needs it)
         oracle_ok = True
@@ -99,13 +92,7 @@ def main():
     bins = os.path.join(ddir, "bins")
 
     case = CASES[a.case]
-    if "dir" in case:
-        container = case["dir"]
-    else:
-        import make_synthetic
-        args = dict(case)
-        container = os.path.join(a.work, a.case + ".waste")
-        make_synthetic.build(container, **args)
+    container = case_container(case, a.work, a.case)
     gguf = os.path.join(a.work, a.case + ".gguf")
     out = run([a.sluice, "export-gguf", container, gguf, "-q"] + case.get("export", []), "sluice export-gguf")
     print(out.strip())

@@ -53,6 +53,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
+sys.path.insert(0, HERE)
+from llamacpp_prep import case_container, numpy  # noqa: E402
 
 MIN_CORR = 0.999
 MAX_EXPERT_REL = 0.25
@@ -148,10 +150,6 @@ def run(cmd, what, expect_ok=True):
         sys.exit(1)
     return p
 
-
-def skip(why):
-    print("SKIP: " + why)
-    sys.exit(77)
 
 
 def trunk_settings(container):
@@ -345,18 +343,10 @@ def main():
     ap.add_argument("--case", required=True, choices=sorted(CASES))
     ap.add_argument("--jobs", default="2")
     a = ap.parse_args()
-    try:
-        import numpy as np
-    except ImportError:
-        skip("numpy is not importable by %s (Debian's python3-numpy)" % sys.executable)
+    np = numpy()
     os.makedirs(a.work, exist_ok=True)
     case = CASES[a.case]
-    if "dir" in case:
-        container = case["dir"]
-    else:
-        import make_synthetic
-        container = os.path.join(a.work, a.case + ".waste")
-        make_synthetic.build(container, **case)
+    container = case_container(case, a.work, a.case)
     A = os.path.join(a.work, a.case + ".A.gguf")
     print(run([a.sluice, "export-gguf", container, A, "-q"], "sluice export-gguf").stdout.strip())
     if a.case == "bad-input":

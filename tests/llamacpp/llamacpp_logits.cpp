@@ -93,17 +93,11 @@ int main(int argc, char **argv) {
   };
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto next = [&](const char *what) -> const char * {
-      if (i + 1 >= argc) return nullptr;
-      (void)what;
-      return argv[++i];
-    };
     const char *v = nullptr;
     if (a == "--verbose") { g_verbose = true; continue; }
-    if (a == "--ids" || a == "--bins" || a == "--out" || a == "--all" || a == "--threads" || a == "--yarn-beta-fast" ||
-        a == "--yarn-beta-slow" || a == "--gen" || a == "--tokenize") {
-      v = next(a.c_str());
-      if (!v) return fail(a + " needs a value");
+    if (a.size() > 2 && a[0] == '-' && a[1] == '-') {  // every other option takes a value
+      if (i + 1 >= argc) return fail(a + " needs a value");
+      v = argv[++i];
     }
     if (a == "--ids") { if (!parse_ids(v, &ids)) return fail(std::string("--ids: not a list of token ids: ") + v); }
     else if (a == "--bins") bins = v;

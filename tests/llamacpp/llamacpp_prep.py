@@ -1,10 +1,13 @@
-"""What the llama.cpp tests share: building the driver and llama-perplexity
-(prepare.sh) into one folder, with its SKIP passed on."""
+"""What the llama.cpp and GGUF tests share: building the driver and
+llama-perplexity (prepare.sh) into one folder, with its SKIP passed on; numpy
+or a SKIP; a case's container (a directory in the repository, or one
+tools/oracle/make_synthetic.py builds)."""
 import os
 import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
 
 
 def prepare(ddir):
@@ -18,3 +21,29 @@ def prepare(ddir):
         print("prepare.sh failed:\n" + p.stdout)
         sys.exit(1)
     return ddir
+
+
+def skip(why):
+    print("SKIP: " + why)
+    sys.exit(77)
+
+
+def numpy():
+    try:
+        import numpy as np
+    except ImportError:
+        skip("numpy is not importable by %s (Debian's python3-numpy)" % sys.executable)
+    return np
+
+
+def case_container(case, work, name):
+    """case["dir"], or a synthetic container built from the case's
+    make_synthetic arguments (keys other than those are the test's own)."""
+    if "dir" in case:
+        return case["dir"]
+    sys.path.insert(0, os.path.join(ROOT, "tools", "oracle"))
+    import make_synthetic
+    args = {k: v for k, v in case.items() if k in ("family", "experts", "seed", "trunk_bits", "vocab")}
+    path = os.path.join(work, name + ".waste")
+    make_synthetic.build(path, **args)
+    return path
