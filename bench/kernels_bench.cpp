@@ -116,9 +116,9 @@ void BM_VqGemv(benchmark::State &st) {
 void BM_VqTokens(benchmark::State &st) {
     const int64_t m = st.range(0);
     const bool shared = st.range(1) == 1;
-    const Kernels *k = backend(1);
+    const Kernels *k = backend((int)st.range(2));
     if (!k || (shared && !k->vq_gemm_u8_tokens)) {
-        st.SkipWithError("no AVX2 shared-code product on this CPU or build");
+        st.SkipWithError("no shared-code product in this set, or the set does not run on this CPU");
         return;
     }
     const int S = 3, E = 256;
@@ -144,7 +144,7 @@ void BM_VqTokens(benchmark::State &st) {
         benchmark::DoNotOptimize(yp.data());
     }
     st.SetBytesProcessed(st.iterations() * m * (int64_t)idx.size());
-    st.SetLabel(std::string("VQ3Rx") + std::to_string(m) + "/" + (shared ? "shared" : "per-token"));
+    st.SetLabel(std::string("VQ3Rx") + std::to_string(m) + "/" + (shared ? "shared/" : "per-token/") + k->name);
 }
 
 // Prefill rate per kernel set at T tokens (issue 28): T tokens through one
@@ -157,6 +157,7 @@ void BM_VqTokens(benchmark::State &st) {
 void BM_PrefillTokens(benchmark::State &st) {
     const int64_t T = st.range(0);
     const Kernels *k = backend((int)st.range(1));
+    const int part = (int)st.range(2);  // 0 both products, 1 the expert's, 2 the trunk's
     if (!k) {
         st.SkipWithError("backend not available on this CPU");
         return;
@@ -176,9 +177,12 @@ void BM_PrefillTokens(benchmark::State &st) {
     std::vector<float> scratch((size_t)vq_tokens_scratch(kVqTokensMax, kI, S, E));
     const bool shared = k->vq_gemm_u8_tokens && T >= 4;
     auto many = k->rows_dot_n[(int)QFmt::Q4G];
+    const int64_t tb = rows_token_block(kCols);
     for (auto _ : st) {
-        for (int64_t t = 0; t < T; t++) k->vq_table(X.data() + t * kCols, nv, S, E, bp, Tb.data() + t * nv * S * E);
-        if (shared) {
+        if (part != 2)
+            for (int64_t t = 0; t < T; t++) k->vq_table(X.data() + t * kCols, nv, S, E, bp, Tb.data() + t * nv * S * E);
+        if (part == 2) {
+        } else if (shared) {
             for (int64_t g0 = 0; g0 < T; g0 += kVqTokensMax) {
                 const int64_t m = std::min<int64_t>(kVqTokensMax, T - g0);
                 const float *tp[kVqTokensMax];
@@ -193,16 +197,20 @@ void BM_PrefillTokens(benchmark::State &st) {
             for (int64_t t = 0; t < T; t++)
                 k->vq_gemv_u8(Tb.data() + t * nv * S * E, idx.data(), nv, S, E, scale.data(), Ye.data() + t * kI, 0, kI);
         }
-        for (int64_t r = 0; r < kRows; r++) {
-            if (many && T > 1) many(trunk, r, X.data(), kCols, T, Yt.data(), kRows);
-            else
+        // Token blocks as runtime/ops.h runs them.
+        if (part != 1 && many && T > 1)
+            for (int64_t t0 = 0; t0 < T; t0 += tb)
+                for (int64_t r = 0; r < kRows; r++)
+                    many(trunk, r, X.data() + t0 * kCols, kCols, std::min(tb, T - t0), Yt.data() + t0 * kRows, kRows);
+        else if (part != 1)
+            for (int64_t r = 0; r < kRows; r++)
                 for (int64_t t = 0; t < T; t++) Yt[(size_t)(t * kRows + r)] = k->row_dot[(int)QFmt::Q4G](trunk, r, X.data() + t * kCols);
-        }
         benchmark::DoNotOptimize(Ye.data());
         benchmark::DoNotOptimize(Yt.data());
     }
     st.SetItemsProcessed(st.iterations() * T);
-    st.SetLabel(std::string("PREFILLx") + std::to_string(T) + "/" + k->name);
+    static const char *const kPart[] = {"PREFILL", "EXPERT", "TRUNK"};
+    st.SetLabel(std::string(kPart[part]) + "x" + std::to_string(T) + "/" + k->name);
 }
 
 // The vision tower's attention: 64 query rows of one head over 1024 patches
@@ -255,8 +263,8 @@ void BM_TowerGelu(benchmark::State &st) {
 
 BENCHMARK(BM_RowDot)->ArgsProduct({{0, 2, 3, 7}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_VqGemv)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_VqTokens)->ArgsProduct({{4, 8, 16}, {0, 1}})->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_PrefillTokens)->ArgsProduct({{1, 8, 64, 512}, {0, 1, 2, 3}})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_VqTokens)->ArgsProduct({{4, 8, 16}, {0, 1}, {1, 2}})->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PrefillTokens)->ArgsProduct({{1, 8, 64, 512}, {0, 1, 2, 3}, {0, 1, 2}})->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_TowerAttn)->ArgsProduct({{0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_TowerGelu)->ArgsProduct({{0, 1}, {0, 1, 2, 3}})->Unit(benchmark::kMicrosecond);
 
@@ -291,13 +299,15 @@ int main(int argc, char **argv) {
         }
     // Prefill tokens/s through one expert matrix and one trunk matrix, per
     // kernel set, and per-token speed-up over T = 1 of the same set.
-    std::printf("\n%-8s %8s %12s %12s\n", "backend", "T", "tokens/s", "vs T=1");
-    for (const char *be : {"scalar", "avx2", "avx512", "neon"})
-        for (int T : {1, 8, 64, 512}) {
-            auto it = rep.tokens.find("PREFILLx" + std::to_string(T) + "/" + be);
-            auto one = rep.tokens.find(std::string("PREFILLx1/") + be);
-            if (it == rep.tokens.end() || one == rep.tokens.end() || one->second <= 0) continue;
-            std::printf("%-8s %8d %12.1f %11.2fx\n", be, T, it->second, it->second / one->second);
-        }
+    // The expert's and the trunk's products alone beside them.
+    std::printf("\n%-8s %-8s %8s %12s %12s\n", "product", "backend", "T", "tokens/s", "vs T=1");
+    for (const char *part : {"PREFILL", "EXPERT", "TRUNK"})
+        for (const char *be : {"scalar", "avx2", "avx512", "neon"})
+            for (int T : {1, 8, 64, 512}) {
+                auto it = rep.tokens.find(std::string(part) + "x" + std::to_string(T) + "/" + be);
+                auto one = rep.tokens.find(std::string(part) + "x1/" + be);
+                if (it == rep.tokens.end() || one == rep.tokens.end() || one->second <= 0) continue;
+                std::printf("%-8s %-8s %8d %12.1f %11.2fx\n", part, be, T, it->second, it->second / one->second);
+            }
     return 0;
 }

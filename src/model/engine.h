@@ -273,6 +273,7 @@ private:
     std::vector<Vq4pEntry> vq4p_near_;
     struct MoeScratch {
         std::vector<float> tg, tu, yexp;  // gate/up tables per token; expert outputs
+        std::vector<float> sh_a, sh_b, xl, yr, yd;  // shared expert, latent input, routed sums
         // Per pool worker, for the shared-code product (vq_gemm_u8_tokens):
         // gate/up outputs and down tables of up to kVqTokensMax users, and
         // the kernel's scratch. Grown once: fresh buffers per expert were

@@ -222,17 +222,23 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
 
     // Shared experts on the full hidden state (§7.2), while reads run.
     const int64_t W = mw.sh_gate.rows;
-    std::vector<float> A((size_t)(n * W)), Bv((size_t)(n * W));
+    // Engine-owned like the tables below: at a wave of 459 tokens these are
+    // megabytes each, and fresh vectors were mapped, faulted in and zeroed
+    // per layer (page faults cost 0.3-0.5 GB/s on the benchmark VM).
+    auto grow = [](std::vector<float> &v, int64_t n_) -> std::vector<float> & {
+        if (v.size() < (size_t)n_) v.resize((size_t)n_);
+        return v;
+    };
+    std::vector<float> &A = grow(moe_scratch_.sh_a, n * W), &Bv = grow(moe_scratch_.sh_b, n * W);
     ops_.matmul(mw.sh_gate, Hn, n, A.data());
     ops_.matmul(mw.sh_up, Hn, n, Bv.data());
     act(A.data(), Bv.data(), n * W);
     ops_.matmul(mw.sh_down, A.data(), n, out);
 
     // Routed experts' input: the latent projection for K3, else h.
-    std::vector<float> Xl;
     const float *Xin = Hn;
     if (cfg.r_lat > 0) {
-        Xl.resize((size_t)(n * nin));
+        std::vector<float> &Xl = grow(moe_scratch_.xl, n * nin);
         ops_.matmul(mw.lat_down, Hn, n, Xl.data());
         Xin = Xl.data();
     }
@@ -310,7 +316,13 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
         for (int64_t i = 0; i < nin; i++) sd[(size_t)i] = f16_scale(rd16(ev.scales + 2 * (2 * I + i)));
         const float *bd[8];
         for (int s = 0; s < S; s++) bd[s] = c_.book(ev.codebook_id + 2 * S + s);
-        std::vector<float> a((size_t)I), b((size_t)I), Td((size_t)(nv_I * S * Es));
+        // One token's gate/up outputs and down table: the pool worker's
+        // buffers where there is one. Fresh vectors here (the table is
+        // 384 KB at the 48B shape) were mapped, faulted in and zeroed for
+        // every expert: 14 % of a 512-token prefill (perf, AVX-512).
+        std::vector<float> own_a, own_b, own_td;
+        MoeScratch::Tokens *ws = worker >= 0 ? &moe_scratch_.tokens[(size_t)worker] : nullptr;
+        std::vector<float> &va = ws ? ws->a : own_a, &vb = ws ? ws->b : own_b, &vtd = ws ? ws->td : own_td;
         std::vector<int8_t> Tdq;
         std::vector<float> ld;
         auto gemv = [&](const float *T, const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t nv,
@@ -328,9 +340,6 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
         if (!p6 && worker >= 0 && ops_.k->vq_gemm_u8_tokens && list.size() >= 4) {
             MoeScratch::Tokens &w = moe_scratch_.tokens[(size_t)worker];
             const int64_t G = kVqTokensMax, tsz_I = nv_I * S * Es;
-            auto grow = [](std::vector<float> &v, int64_t n_) {
-                if (v.size() < (size_t)n_) v.resize((size_t)n_);
-            };
             grow(w.a, G * I);
             grow(w.b, G * I);
             grow(w.td, G * tsz_I);
@@ -358,23 +367,27 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             }
             return Status::ok();
         }
+        if (va.size() < (size_t)I) va.resize((size_t)I);
+        if (vb.size() < (size_t)I) vb.resize((size_t)I);
+        if (vtd.size() < (size_t)(nv_I * S * Es)) vtd.resize((size_t)(nv_I * S * Es));
+        float *const a = va.data(), *const b = vb.data(), *const Td = vtd.data();
         for (const auto &[t, j] : list) {
             float *y = Yexp.data() + (t * k + j) * nin;
             const size_t to = (size_t)t * tsz_in;
             gemv(Tg.data() + to, p6 ? Tgq.data() + to : nullptr, p6 ? lg.data() + t * nb_in : nullptr, ev.gate,
-                 nv_in, sg.data(), a.data(), I);
+                 nv_in, sg.data(), a, I);
             gemv(Tu.data() + to, p6 ? Tuq.data() + to : nullptr, p6 ? lu.data() + t * nb_in : nullptr, ev.up, nv_in,
-                 su.data(), b.data(), I);
-            act(a.data(), b.data(), I);
-            ops_.k->vq_table(a.data(), nv_I, S, Es, bd, Td.data());
+                 su.data(), b, I);
+            act(a, b, I);
+            ops_.k->vq_table(a, nv_I, S, Es, bd, Td);
             if (p6) {
-                Tdq.resize(Td.size() + 64);
+                Tdq.resize((size_t)(nv_I * S * Es) + 64);
                 ld.resize((size_t)((nv_I + 31) / 32));
                 // Serialised: it records near-ties in engine state (diagnostics).
                 std::lock_guard<std::mutex> lk(vq4p_mu_);
-                quantize_table(Td.data(), nv_I, Tdq.data(), ld.data(), L, pos0 + (int)t, 2, e);
+                quantize_table(Td, nv_I, Tdq.data(), ld.data(), L, pos0 + (int)t, 2, e);
             }
-            gemv(Td.data(), Tdq.data(), ld.data(), ev.down, nv_I, sd.data(), y, nin);
+            gemv(Td, Tdq.data(), ld.data(), ev.down, nv_I, sd.data(), y, nin);
         }
         return Status::ok();
     };
@@ -411,7 +424,8 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
     }
 
     // Weighted sum in selection order, latent norm and up-projection.
-    std::vector<float> Yr((size_t)(n * nin), 0.0f);
+    std::vector<float> &Yr = grow(moe_scratch_.yr, n * nin);
+    std::fill(Yr.begin(), Yr.begin() + n * nin, 0.0f);
     for (int64_t t = 0; t < n; t++) {
         float *yr = Yr.data() + t * nin;
         for (int64_t j = 0; j < k; j++) {
@@ -420,7 +434,7 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             for (int64_t i = 0; i < nin; i++) yr[i] += w * y[i];
         }
     }
-    std::vector<float> Yd((size_t)(n * d));
+    std::vector<float> &Yd = grow(moe_scratch_.yd, n * d);
     const float *routed = Yr.data();
     if (cfg.r_lat > 0) {
         if (!mw.lat_norm.empty())

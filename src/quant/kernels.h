@@ -51,6 +51,15 @@ struct Kernels {
     void (*rows_dot_n[8])(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy);
 };
 
+// Inputs per block of a batched trunk product (rows_dot_n over many
+// tokens): a block's inputs stay in L2 (256 KB) while every row of a slice
+// walks them; row-major over all tokens streamed the whole input from
+// memory once per row. A token's bits do not depend on the block.
+inline int64_t rows_token_block(int64_t cols) {
+    const int64_t b = 65536 / (cols < 1 ? 1 : cols) / 16 * 16;
+    return b < 16 ? 16 : b;
+}
+
 // Inputs per vq_gemm_u8_tokens call at most; vector positions per tile of
 // its transposed table for m inputs (padded to 8), which keeps a tile near
 // 192 KB (L2) while every row walks it; its scratch in floats (the tile and

@@ -144,6 +144,108 @@ float row_q3(const QTensor &W, int64_t r, const float *x) {
     return acc;
 }
 
+// Eight inputs' 16-lane group sums u[k] (input k = 8h + k of a block of
+// 16), reduced the way hsum reduces one: lanes j + 8, then j + 4, j + 2,
+// and the last pair. Three steps here keep every input's pairs; the last
+// is in hsum16_final. Block b of the result holds input b's two remaining
+// sums in lanes 0-1 and input 4 + b's in lanes 2-3.
+inline __m512 hsum8_steps(const __m512 u[8]) {
+    __m512 w[4], x[2];
+    for (int k = 0; k < 4; k++)  // [a.lo256 | b.lo256] + [a.hi256 | b.hi256]
+        w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(u[2 * k], u[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    for (int k = 0; k < 2; k++)  // block b: input (4k + b)'s lanes j + (j + 4)
+        x[k] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    return _mm512_add_ps(_mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
+}
+
+// Both halves' hsum8_steps to 16 sums in input order.
+inline __m512 hsum16_final(__m512 y0, __m512 y1) {
+    const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y0, y1, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(y0, y1, _MM_SHUFFLE(3, 1, 3, 1)));
+    // Lane 4b + q holds input 4q + b: a 4 x 4 transpose puts them in order.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    return _mm512_permutexvar_ps(order, z);
+}
+
+// Row r of a grouped integer format (Q8G, Q4G, Q3G) against n inputs, each
+// input's bits equal to row_q8 / row_q4 / row_q3 (and so to the scalar
+// reference): per group, lanes j and j + 16 accumulate with fused adds from
+// zero over whole 32-element steps, the 16 lane sums reduce in hsum's
+// pairing, the tail adds unfused in order, and acc += scale · part. Each
+// group's codes become floats once for a block of 16 inputs, which go
+// through the FMAs eight at a time with the weights in registers; the 16
+// reductions run side by side (hsum8_steps), not one hsum per input.
+template <int Bits>
+void grouped_rows(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *y, int64_t ldy) {
+    const uint8_t *q = W.row(r);
+    const float *sc = W.row_scales(r);
+    alignas(64) float wf[4096];  // one group as floats (group <= 4096, checked at load)
+    alignas(64) int8_t unp[4096];
+    alignas(64) float part[16];
+    const __m128i dup = _mm_setr_epi8(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+    const __m512i shift = _mm512_setr_epi32(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4);
+    const __m512 tbl = _mm512_setr_ps(-8, -7, -6, -5, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 7);
+    for (int64_t t0 = 0; t0 < n; t0 += 16) {
+        const int64_t m = std::min<int64_t>(16, n - t0);
+        // Inputs past m repeat the first one: computed, never stored.
+        const float *xs[16];
+        for (int64_t k = 0; k < 16; k++) xs[k] = X + (t0 + (k < m ? k : 0)) * ldx;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t g = 0; g < W.ng; g++) {
+            const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+            const int64_t full = lim & ~(int64_t)31;
+            if constexpr (Bits == 4) {
+                const uint8_t *p = q + i0 / 2;
+                for (int64_t i = 0; i < full; i += 16) _mm512_store_ps(wf + i, q4_16(p + i / 2, dup, shift, tbl));
+                if (full < lim) unpack_q4_group(p, W.group, unp);
+            } else {
+                const int8_t *w8 = unp;
+                if constexpr (Bits == 8) w8 = reinterpret_cast<const int8_t *>(q) + i0;
+                else unpack_q3_group(q, i0, lim, unp);
+                for (int64_t i = 0; i < full; i += 16)
+                    _mm512_store_ps(wf + i, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(w8 + i)))));
+                if (Bits == 8 && full < lim)
+                    for (int64_t i = full; i < lim; i++) unp[i] = w8[i];
+            }
+            __m512 half[2];
+            for (int h = 0; h < 2; h++) {
+                __m512 s0[8], s1[8];
+                for (int k = 0; k < 8; k++) s0[k] = s1[k] = _mm512_setzero_ps();
+                for (int64_t i = 0; i < full; i += 32) {
+                    const __m512 w0 = _mm512_load_ps(wf + i), w1 = _mm512_load_ps(wf + i + 16);
+                    for (int k = 0; k < 8; k++) {
+                        const float *x = xs[8 * h + k] + i0 + i;
+                        s0[k] = _mm512_fmadd_ps(w0, _mm512_loadu_ps(x), s0[k]);
+                        s1[k] = _mm512_fmadd_ps(w1, _mm512_loadu_ps(x + 16), s1[k]);
+                    }
+                }
+                for (int k = 0; k < 8; k++) s0[k] = _mm512_add_ps(s0[k], s1[k]);
+                half[h] = hsum8_steps(s0);
+            }
+            __m512 pv = hsum16_final(half[0], half[1]);
+            if (full < lim) {
+                _mm512_store_ps(part, pv);
+                for (int64_t k = 0; k < m; k++) {
+                    const float *x = xs[k] + i0;
+                    for (int64_t i = full; i < lim; i++) part[k] += (float)unp[i] * x[i];
+                }
+                pv = _mm512_load_ps(part);
+            }
+            acc = _mm512_add_ps(acc, _mm512_mul_ps(_mm512_set1_ps(sc[g]), pv));
+        }
+        _mm512_store_ps(part, acc);
+        for (int64_t k = 0; k < m; k++) y[(t0 + k) * ldy] = part[k];
+    }
+}
+
+template <int Bits>
+void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
+}
+
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     // For 16 entries at a time: T[c] = Σ_j x_j·book[c][j]; entries are
     // entry-major (8 floats each), so gather component j of 16 entries.
@@ -368,8 +470,14 @@ const Kernels *kernels_avx512() {
         tower::attn_row<D8>,
         tower::gelu_tanh<D8>,
         tower::gelu_erf<D8>,
-        nullptr,  // vq_gemm_u8_tokens: per token (the shared-code kernel is AVX2 only, unmeasured here)
-        {},       // rows_dot_n: row_dot per input (the batched rows are AVX2 only so far)
+        // vq_gemm_u8_tokens: none. A zmm port of the AVX2 shared-code
+        // product (tables transposed per tile, 8 or 16 inputs a load) lost
+        // to the VBMI register-table product per input, in the kernel (6.8
+        // against 13.3 G code bytes/s at 8 inputs) and end to end (512
+        // tokens on a 4-layer 48B cut: 9.0-9.6 s against 8.5 s); LEARNED,
+        // 2026-12-07 (fourth session).
+        nullptr,
+        {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
     };
     return &k;
 }

@@ -26,8 +26,12 @@ struct Ops {
         // multiply-adds); tiny projections stay on the calling thread.
         const int64_t grain = std::max<int64_t>(16, 65536 / std::max<int64_t>(1, W.cols * n));
         if (many && n > 1) {
+            const int64_t tb = rows_token_block(W.cols);
             pool->parallel_for(W.rows, grain, [=](int64_t r0, int64_t r1) {
-                for (int64_t r = r0; r < r1; r++) many(*w, r, X, ldx, n, Y, ldy);
+                for (int64_t t0 = 0; t0 < n; t0 += tb) {
+                    const int64_t m = std::min(tb, n - t0);
+                    for (int64_t r = r0; r < r1; r++) many(*w, r, X + t0 * ldx, ldx, m, Y + t0 * ldy, ldy);
+                }
             });
             return;
         }
