@@ -99,90 +99,127 @@ inline float group_dot(const float *x, int64_t lim, Codes codes, Tail tail) {
     return part;
 }
 
+// Row r's groups in one format, each handed to use(g, i0, lim, codes,
+// tail): codes(i, w) writes the 32 codes from element i of the group as
+// eight float vectors, tail(i) is the code of element i (the scalar tail).
+struct Q8Groups {
+    template <typename Use>
+    void operator()(const QTensor &W, int64_t r, Use use) const {
+        const int8_t *q = reinterpret_cast<const int8_t *>(W.row(r));
+        for (int64_t g = 0; g < W.ng; g++) {
+            const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+            const int8_t *p = q + i0;
+            use(g, i0, lim,
+                [p](int64_t i, float32x4_t *w) {
+                    cvt16(vld1q_s8(p + i), w);
+                    cvt16(vld1q_s8(p + i + 16), w + 4);
+                },
+                [p](int64_t i) { return (int)p[i]; });
+        }
+    }
+};
+
+struct Q4Groups {
+    template <typename Use>
+    void operator()(const QTensor &W, int64_t r, Use use) const {
+        const uint8_t *q = W.row(r);
+        const uint8x16_t m15 = vdupq_n_u8(15);
+        const int8x16_t bias = vdupq_n_s8(8);
+        for (int64_t g = 0; g < W.ng; g++) {
+            const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+            const uint8_t *p = q + i0 / 2;  // groups are multiples of 8: i0 is even
+            use(g, i0, lim,
+                [&](int64_t i, float32x4_t *w) {
+                    const uint8x16_t by = vld1q_u8(p + i / 2);
+                    const uint8x16_t lo = vandq_u8(by, m15), hi = vshrq_n_u8(by, 4);
+                    cvt16(vsubq_s8(vreinterpretq_s8_u8(vzip1q_u8(lo, hi)), bias), w);
+                    cvt16(vsubq_s8(vreinterpretq_s8_u8(vzip2q_u8(lo, hi)), bias), w + 4);
+                },
+                [p](int64_t i) { return (int)((i & 1) ? (p[i >> 1] >> 4) : (p[i >> 1] & 15)) - 8; });
+        }
+    }
+};
+
+struct Q3Groups {
+    template <typename Use>
+    void operator()(const QTensor &W, int64_t r, Use use) const {
+        const uint8_t *q = W.row(r);
+        // Lane k (code k of 8): bytes b, b+1 with b = 3k / 8; right shift 3k % 8.
+        alignas(16) uint8_t pick[16];
+        alignas(16) int16_t sh[8];
+        for (int k = 0; k < 8; k++) {
+            pick[2 * k] = (uint8_t)(3 * k / 8);
+            pick[2 * k + 1] = (uint8_t)(3 * k / 8 + 1);
+            sh[k] = (int16_t)(-(3 * k % 8));
+        }
+        const uint8x16_t pk = vld1q_u8(pick);
+        const int16x8_t shv = vld1q_s16(sh);
+        const uint16x8_t m7 = vdupq_n_u16(7);
+        const int16x8_t bias = vdupq_n_s16(4);
+        for (int64_t g = 0; g < W.ng; g++) {
+            const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
+            use(g, i0, lim,
+                [&](int64_t i, float32x4_t *w) {
+                    uint8_t buf[16] = {0};
+                    std::memcpy(buf, q + 3 * (i0 + i) / 8, 12);
+                    const uint8x16_t b = vld1q_u8(buf);
+                    for (int k = 0; k < 4; k++) {
+                        const uint8x16_t two = vqtbl1q_u8(b, vaddq_u8(pk, vdupq_n_u8((uint8_t)(3 * k))));
+                        const uint16x8_t c = vandq_u16(vshlq_u16(vreinterpretq_u16_u8(two), shv), m7);
+                        const int16x8_t s = vsubq_s16(vreinterpretq_s16_u16(c), bias);
+                        w[2 * k] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(s)));
+                        w[2 * k + 1] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(s)));
+                    }
+                },
+                [&](int64_t i) {
+                    const int64_t p = 3 * (i0 + i);
+                    const unsigned v = q[p >> 3] | ((unsigned)q[(p >> 3) + 1] << 8);  // guard byte makes +1 safe
+                    return (int)((v >> (p & 7)) & 7) - 4;
+                });
+        }
+    }
+};
+
 // Σ_groups scale_g · dot(group), the group sum scaled once (MODEL.md §11).
-template <typename GroupDot>
-inline float grouped(const QTensor &W, int64_t r, GroupDot gd) {
+template <typename Groups>
+float row_grouped(const QTensor &W, int64_t r, const float *x) {
     const float *sc = W.row_scales(r);
     float acc = 0.0f;
-    for (int64_t g = 0; g < W.ng; g++) {
-        const int64_t i0 = g * W.group, lim = i0 + W.group < W.cols ? W.group : W.cols - i0;
-        acc += sc[g] * gd(i0, lim);
-    }
+    Groups{}(W, r, [&](int64_t g, int64_t i0, int64_t lim, auto codes, auto tail) {
+        acc += sc[g] * group_dot(x + i0, lim, codes, tail);
+    });
     return acc;
 }
 
-float row_q8(const QTensor &W, int64_t r, const float *x) {
-    const int8_t *q = reinterpret_cast<const int8_t *>(W.row(r));
-    return grouped(W, r, [&](int64_t i0, int64_t lim) {
-        const int8_t *p = q + i0;
-        return group_dot(
-            x + i0, lim,
-            [p](int64_t i, float32x4_t *w) {
-                cvt16(vld1q_s8(p + i), w);
-                cvt16(vld1q_s8(p + i + 16), w + 4);
-            },
-            [p](int64_t i) { return (int)p[i]; });
-    });
-}
-
-// Q4G: element 2k is the low nibble of byte k, 2k+1 the high one; zip puts
-// them back in element order.
-float row_q4(const QTensor &W, int64_t r, const float *x) {
-    const uint8_t *q = W.row(r);
-    const uint8x16_t m15 = vdupq_n_u8(15);
-    const int8x16_t bias = vdupq_n_s8(8);
-    return grouped(W, r, [&](int64_t i0, int64_t lim) {
-        const uint8_t *p = q + i0 / 2;  // groups are multiples of 8: i0 is even
-        return group_dot(
-            x + i0, lim,
-            [&](int64_t i, float32x4_t *w) {
-                const uint8x16_t by = vld1q_u8(p + i / 2);
-                const uint8x16_t lo = vandq_u8(by, m15), hi = vshrq_n_u8(by, 4);
-                cvt16(vsubq_s8(vreinterpretq_s8_u8(vzip1q_u8(lo, hi)), bias), w);
-                cvt16(vsubq_s8(vreinterpretq_s8_u8(vzip2q_u8(lo, hi)), bias), w + 4);
-            },
-            [p](int64_t i) { return (int)((i & 1) ? (p[i >> 1] >> 4) : (p[i >> 1] & 15)) - 8; });
-    });
-}
-
-// Q3G: 8 codes per 3 bytes. A group starts at a multiple of 8 elements, so
-// 32 codes are 12 whole bytes; a table lookup puts the two bytes holding
-// each code into a 16-bit lane, a per-lane shift brings the code down.
-float row_q3(const QTensor &W, int64_t r, const float *x) {
-    const uint8_t *q = W.row(r);
-    // Lane k (code k of 8): bytes b, b+1 with b = 3k / 8; right shift 3k % 8.
-    alignas(16) uint8_t pick[16];
-    alignas(16) int16_t sh[8];
-    for (int k = 0; k < 8; k++) {
-        pick[2 * k] = (uint8_t)(3 * k / 8);
-        pick[2 * k + 1] = (uint8_t)(3 * k / 8 + 1);
-        sh[k] = (int16_t)(-(3 * k % 8));
+// row_grouped for n inputs: each group's codes become floats once per block
+// of inputs (the values codes() and tail() give row_grouped), and every input
+// runs group_dot over them: row_grouped's operations in its order, so the
+// same bits, with the unpacking paid once per block (a prefill's trunk).
+template <typename Groups>
+void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+    const float *sc = W.row_scales(r);
+    alignas(16) float wf[4096];  // one group (group <= 4096, checked at load)
+    constexpr int64_t B = 64;
+    float acc[B];
+    for (int64_t t0 = 0; t0 < n; t0 += B) {
+        const int64_t m = std::min(B, n - t0);
+        for (int64_t t = 0; t < m; t++) acc[t] = 0.0f;
+        Groups{}(W, r, [&](int64_t g, int64_t i0, int64_t lim, auto codes, auto tail) {
+            int64_t i = 0;
+            for (; i + 32 <= lim; i += 32) {
+                float32x4_t w[8];
+                codes(i, w);
+                for (int k = 0; k < 8; k++) vst1q_f32(wf + i + 4 * k, w[k]);
+            }
+            for (; i < lim; i++) wf[i] = (float)tail(i);
+            auto stored = [&](int64_t j, float32x4_t *w) {
+                for (int k = 0; k < 8; k++) w[k] = vld1q_f32(wf + j + 4 * k);
+            };
+            auto stored_tail = [&](int64_t j) { return wf[j]; };
+            for (int64_t t = 0; t < m; t++) acc[t] += sc[g] * group_dot(X + (t0 + t) * ldx + i0, lim, stored, stored_tail);
+        });
+        for (int64_t t = 0; t < m; t++) Y[(t0 + t) * ldy + r] = acc[t];
     }
-    const uint8x16_t pk = vld1q_u8(pick);
-    const int16x8_t shv = vld1q_s16(sh);
-    const uint16x8_t m7 = vdupq_n_u16(7);
-    const int16x8_t bias = vdupq_n_s16(4);
-    return grouped(W, r, [&](int64_t i0, int64_t lim) {
-        return group_dot(
-            x + i0, lim,
-            [&](int64_t i, float32x4_t *w) {
-                uint8_t buf[16] = {0};
-                std::memcpy(buf, q + 3 * (i0 + i) / 8, 12);
-                const uint8x16_t b = vld1q_u8(buf);
-                for (int g = 0; g < 4; g++) {
-                    const uint8x16_t two = vqtbl1q_u8(b, vaddq_u8(pk, vdupq_n_u8((uint8_t)(3 * g))));
-                    const uint16x8_t c = vandq_u16(vshlq_u16(vreinterpretq_u16_u8(two), shv), m7);
-                    const int16x8_t s = vsubq_s16(vreinterpretq_s16_u16(c), bias);
-                    w[2 * g] = vcvtq_f32_s32(vmovl_s16(vget_low_s16(s)));
-                    w[2 * g + 1] = vcvtq_f32_s32(vmovl_s16(vget_high_s16(s)));
-                }
-            },
-            [&](int64_t i) {
-                const int64_t p = 3 * (i0 + i);
-                const unsigned v = q[p >> 3] | ((unsigned)q[(p >> 3) + 1] << 8);  // guard byte makes +1 safe
-                return (int)((v >> (p & 7)) & 7) - 4;
-            });
-    });
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
@@ -322,7 +359,8 @@ void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t 
 const Kernels *kernels_neon() {
     static const Kernels k = {
         "neon",
-        {row_f32, nullptr, row_q8, row_q4, nullptr, nullptr, nullptr, row_q3},
+        {row_f32, nullptr, row_grouped<Q8Groups>, row_grouped<Q4Groups>, nullptr, nullptr, nullptr,
+         row_grouped<Q3Groups>},
         dot_f32,
         vq_table,
         vq_gemv_u8,
@@ -331,7 +369,8 @@ const Kernels *kernels_neon() {
         tower::gelu_tanh<D2>,
         tower::gelu_erf<D2>,
         nullptr,  // vq_gemm_u8_tokens: per token
-        {},       // rows_dot_n: row_dot per input
+        {nullptr, nullptr, rows_grouped_n<Q8Groups>, rows_grouped_n<Q4Groups>, nullptr, nullptr, nullptr,
+         rows_grouped_n<Q3Groups>},
     };
     return &k;
 }
