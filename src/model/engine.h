@@ -283,6 +283,7 @@ private:
         };
         std::vector<Tokens> tokens;
     } moe_scratch_;
+    std::vector<float> mla_wuk_;  // W_UK as floats for a prompt chunk (model/mla.cpp)
     std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
 
     bool record_routes_ = false;
