@@ -210,8 +210,10 @@ void grouped_rows(const QTensor &W, int64_t r, const float *X, int64_t ldx, int6
                 if (Bits == 8 && full < lim)
                     for (int64_t i = full; i < lim; i++) unp[i] = w8[i];
             }
-            __m512 half[2];
-            for (int h = 0; h < 2; h++) {
+            // A block of at most eight inputs runs one half: the other's
+            // sums are never stored (each input's reduction is its own).
+            __m512 half[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (int h = 0; h < (m > 8 ? 2 : 1); h++) {
                 __m512 s0[8], s1[8];
                 for (int k = 0; k < 8; k++) s0[k] = s1[k] = _mm512_setzero_ps();
                 for (int64_t i = 0; i < full; i += 32) {
