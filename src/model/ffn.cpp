@@ -367,10 +367,7 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             }
             return Status::ok();
         }
-        if (va.size() < (size_t)I) va.resize((size_t)I);
-        if (vb.size() < (size_t)I) vb.resize((size_t)I);
-        if (vtd.size() < (size_t)(nv_I * S * Es)) vtd.resize((size_t)(nv_I * S * Es));
-        float *const a = va.data(), *const b = vb.data(), *const Td = vtd.data();
+        float *const a = grow(va, I).data(), *const b = grow(vb, I).data(), *const Td = grow(vtd, nv_I * S * Es).data();
         for (const auto &[t, j] : list) {
             float *y = Yexp.data() + (t * k + j) * nin;
             const size_t to = (size_t)t * tsz_in;
