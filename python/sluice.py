@@ -152,6 +152,7 @@ def load_library():
         "sluice_reset": (S, [_c.c_void_p]),
         "sluice_rewind": (S, [_c.c_void_p, _i32]),
         "sluice_checkpoint": (S, [_c.c_void_p]),
+        "sluice_checkpoint_at": (S, [_c.c_void_p, _i32]),
         "sluice_session_tokens": (S, [_c.c_void_p, P(_i32), _c.c_size_t, P(_c.c_size_t)]),
         "sluice_tokenize": (S, [_c.c_void_p, _c.c_char_p, _c.c_size_t, P(_i32), _c.c_size_t, P(_c.c_size_t)]),
         "sluice_tokenize_markup": (S, [_c.c_void_p, _c.c_char_p, _c.c_size_t, P(_i32), _c.c_size_t,
@@ -361,6 +362,10 @@ class Model:
     def checkpoint(self):
         """Keeps the recurrent state here, so a later rewind to here evaluates nothing again."""
         self._check(self._lib.sluice_checkpoint(self._live()))
+
+    def checkpoint_at(self, pos):
+        """Keeps the recurrent state at pos (>= n_past) as the coming evaluations pass it."""
+        self._check(self._lib.sluice_checkpoint_at(self._live(), int(pos)))
 
     def save_state(self, path):
         self._check(self._lib.sluice_state_save(self._live(), os.fsencode(path)))

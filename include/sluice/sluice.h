@@ -226,15 +226,26 @@ SLUICE_API sluice_status sluice_session_tokens(sluice_ctx *ctx, int32_t *out, si
 /* Keeps the first n_keep positions of the session (see above).
  * SLUICE_E_RANGE for n_keep outside [0, sluice_n_past]; SLUICE_E_STATE,
  * with nothing changed, when a token to re-evaluate is unknown (-1 in
- * sluice_session_tokens: reset and evaluate instead). If the re-evaluation
- * fails (I/O), the session is left at the checkpoint it restored
- * (sluice_n_past says where). */
+ * sluice_session_tokens: reset and evaluate instead). The tokens from the
+ * restored checkpoint to n_keep are evaluated with the next sluice_eval's,
+ * in one pass (each routed expert read once for both); sluice_n_past and
+ * sluice_session_tokens count them already. Where that cannot be (the next
+ * call is sluice_eval_all, images are queued, or the state is saved) they
+ * are evaluated first, alone. If that evaluation fails, the call returns
+ * its error and the session is as it was after the rewind. */
 SLUICE_API sluice_status sluice_rewind(sluice_ctx *ctx, int32_t n_keep);
 /* Keeps a checkpoint of the KDA state at the current position, so a later
  * rewind to here evaluates nothing again: call it after a prompt (a
  * conversation's next turn usually shares it). No-op without KDA layers,
  * at position 0, or with no pool. */
 SLUICE_API sluice_status sluice_checkpoint(sluice_ctx *ctx);
+/* As sluice_checkpoint, at position pos >= sluice_n_past: taken as the
+ * coming evaluations pass pos, inside their pass. A prompt's state before
+ * its last token (where the next turn, re-rendering the reply, diverges)
+ * then costs no second pass for the last token alone. SLUICE_E_RANGE for
+ * pos < sluice_n_past; forgotten by sluice_rewind before pos and by
+ * sluice_reset. */
+SLUICE_API sluice_status sluice_checkpoint_at(sluice_ctx *ctx, int32_t pos);
 
 /*
  * Sessions kept aside, for a caller that alternates between conversations

@@ -54,6 +54,9 @@ sluice_status sluice_session_save(sluice_ctx *ctx, sluice_session **out) {
         return SLUICE_OK;
     } catch (const std::bad_alloc &) {
         return fail(ctx, SLUICE_E_NOMEM, "sluice_session_save: out of memory");
+    } catch (const std::exception &e) {
+        // Evaluating what a rewind left (Engine::settle) reads experts.
+        return fail(ctx, SLUICE_E_IO, std::string("sluice_session_save: ") + e.what());
     }
 }
 

@@ -372,12 +372,18 @@ sluice_status sluice_rewind(sluice_ctx *ctx, int32_t n_keep) {
 
 sluice_status sluice_checkpoint(sluice_ctx *ctx) {
     if (sluice_status s = need_model(ctx)) return s;
+    return sluice_checkpoint_at(ctx, ctx->engine.n_past());
+}
+
+sluice_status sluice_checkpoint_at(sluice_ctx *ctx, int32_t pos) {
+    if (sluice_status s = need_model(ctx)) return s;
+    sluice::Status st;
     try {
-        ctx->engine.checkpoint();
+        st = ctx->engine.checkpoint_at(pos);
     } catch (const std::bad_alloc &) {
         return fail(ctx, SLUICE_E_NOMEM, "out of memory while keeping a checkpoint");
     }
-    return SLUICE_OK;
+    return st ? SLUICE_OK : fail(ctx, st);
 }
 
 sluice_status sluice_set_trace(sluice_ctx *ctx, sluice_trace_fn fn, void *user) {
@@ -391,7 +397,14 @@ sluice_status sluice_state_save(sluice_ctx *ctx, const char *path) {
     if (sluice_status s = need_model(ctx)) return s;
     if (!path || !*path) return fail(ctx, SLUICE_E_ARG, "sluice_state_save: path is empty");
     if (ctx->broken) return fail(ctx, SLUICE_E_STATE, "the session is broken by an earlier error; reset it first");
-    sluice::Status st = ctx->engine.save_state(path);
+    sluice::Status st;
+    try {
+        st = ctx->engine.save_state(path);  // evaluates what a rewind left first
+    } catch (const std::bad_alloc &) {
+        st = sluice::Status(SLUICE_E_NOMEM, "out of memory while saving the state");
+    } catch (const std::exception &e) {
+        st = sluice::Status(SLUICE_E_IO, std::string("saving the state failed: ") + e.what());
+    }
     return st ? SLUICE_OK : fail(ctx, st);
 }
 

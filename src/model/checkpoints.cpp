@@ -58,8 +58,18 @@ Checkpoint &Engine::checkpoint_slot(int pos) {
     return ckpts_.back();
 }
 
-void Engine::checkpoint() {
-    if (ckpt_capacity_ == 0 || pos_ == 0) return;
+Status Engine::checkpoint_at(int pos) {
+    if (pos < n_past())
+        return Status(SLUICE_E_RANGE, "checkpoint: position " + std::to_string(pos) +
+                                          " is before the session's end (" + std::to_string(n_past()) + ")");
+    if (ckpt_capacity_ == 0 || pos == 0) return Status::ok();
+    if (pos > pos_) {
+        if (std::find(due_.begin(), due_.end(), pos) == due_.end()) {
+            due_.push_back(pos);
+            std::sort(due_.begin(), due_.end());
+        }
+        return Status::ok();
+    }
     Checkpoint &c = checkpoint_slot(pos_);  // one already here holds this state: copied again, unchanged
     const ModelConfig &cfg = c_.config();
     for (int L = 0; L < cfg.n_layers; L++) {
@@ -67,6 +77,15 @@ void Engine::checkpoint() {
         std::copy(kda_[(size_t)L].S.begin(), kda_[(size_t)L].S.end(), c.kda[(size_t)L].S.begin());
         std::copy(kda_[(size_t)L].ring.begin(), kda_[(size_t)L].ring.end(), c.kda[(size_t)L].ring.begin());
     }
+    return Status::ok();
+}
+
+std::vector<int32_t> Engine::session_tokens() const {
+    std::vector<int32_t> t;
+    t.reserve(tokens_.size() + pending_.size());
+    t.insert(t.end(), tokens_.begin(), tokens_.end());
+    t.insert(t.end(), pending_.begin(), pending_.end());
+    return t;
 }
 
 CheckpointStats Engine::checkpoint_stats() const {
@@ -80,10 +99,19 @@ CheckpointStats Engine::checkpoint_stats() const {
 }
 
 Status Engine::rewind(int n) {
-    if (n < 0 || n > pos_)
+    if (n < 0 || n > n_past())
         return Status(SLUICE_E_RANGE, "rewind: position " + std::to_string(n) + " is outside the session's [0, " +
-                                          std::to_string(pos_) + "]");
-    if (n == pos_) return Status::ok();
+                                          std::to_string(n_past()) + "]");
+    if (n == n_past()) return Status::ok();
+    due_.erase(std::remove_if(due_.begin(), due_.end(), [n](int p) { return p > n; }), due_.end());
+    if (n >= pos_) {
+        // Inside the tokens an earlier rewind left: fewer of them, the
+        // checkpoint at the new end.
+        ckpt_reevaluated_ -= pending_.size() - (size_t)(n - pos_);
+        pending_.resize((size_t)(n - pos_));
+        if (!pending_.empty()) (void)checkpoint_at(n);
+        return Status::ok();
+    }
     const ModelConfig &cfg = c_.config();
     const bool recurrent = checkpoint_bytes(cfg) > 0;
     // Where the state can be restored exactly: n itself without KDA layers;
@@ -101,7 +129,7 @@ Status Engine::rewind(int n) {
                                                   " is not known (an image row or a loaded state); reset and "
                                                   "evaluate the prompt instead");
     }
-    const std::vector<int32_t> again(tokens_.begin() + from, tokens_.begin() + n);
+    std::vector<int32_t> again(tokens_.begin() + from, tokens_.begin() + n);
     const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;
     for (int L = 0; L < cfg.n_layers; L++) {
         if (cfg.is_kda[(size_t)L]) {
@@ -126,19 +154,12 @@ Status Engine::rewind(int n) {
     tokens_.resize((size_t)from);
     drop_checkpoints_after(from);
     if (recurrent) ckpt_restores_++;
-    if (again.empty()) return Status::ok();
-    // The pad token of an image re-evaluated here is its table row: the
-    // positions that took image rows were refused above, and queued images
-    // belong to the caller's next prompt.
-    no_splice_ = true;
-    const bool recording = record_routes_;
-    Status st = eval(again.data(), (int64_t)again.size(), nullptr, false);
-    no_splice_ = false;
-    // These positions were reported when first evaluated.
-    if (recording) routes_.clear();
-    SLUICE_TRY(st);
+    // Evaluated with the next eval's tokens (eval), or alone where that
+    // cannot be (settle). The pad token of an image among them is its table
+    // row: the positions that took image rows were refused above.
     ckpt_reevaluated_ += again.size();
-    checkpoint();  // the next prompt sharing this prefix restores here directly
+    pending_ = std::move(again);
+    if (!pending_.empty()) (void)checkpoint_at(n);  // the next prompt sharing this prefix restores there directly
     return Status::ok();
 }
 

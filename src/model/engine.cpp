@@ -201,6 +201,8 @@ void Engine::reset() {
     const ModelConfig &cfg = c_.config();
     pos_ = 0;
     tokens_.clear();
+    pending_.clear();
+    due_.clear();
     drop_checkpoints_after(0);
     kda_.assign((size_t)cfg.n_layers, {});
     mla_.assign((size_t)cfg.n_layers, {});
@@ -274,14 +276,72 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
         if (tokens[i] < 0 || tokens[i] >= cfg.vocab)
             return Status(SLUICE_E_RANGE, "token " + std::to_string(tokens[i]) + " at index " + std::to_string(i) +
                                               " is outside the vocabulary [0, " + std::to_string(cfg.vocab) + ")");
-    if ((int64_t)pos_ + n > opt_.max_context)
-        return Status(SLUICE_E_RANGE, "context full: " + std::to_string(pos_) + " + " + std::to_string(n) +
+    if ((int64_t)n_past() + n > opt_.max_context)
+        return Status(SLUICE_E_RANGE, "context full: " + std::to_string(n_past()) + " + " + std::to_string(n) +
                                           " tokens exceed max_context " + std::to_string(opt_.max_context));
+    if (pending_.empty()) return eval_here(tokens, n, logits, all);
+    // Every row's logits, or queued images (a pending pad token is text, a
+    // new one may take an image row): the rewind's tokens first, alone.
+    if (all || !img_tokens_.empty()) {
+        SLUICE_TRY(settle());
+        return eval_here(tokens, n, logits, all);
+    }
+    // One wave for the rewind's tokens and these: each routed record read
+    // once for both. The same numbers: a wave computes what single steps do.
+    std::vector<int32_t> joined;
+    joined.reserve(pending_.size() + (size_t)n);
+    joined.insert(joined.end(), pending_.begin(), pending_.end());
+    joined.insert(joined.end(), tokens, tokens + n);
+    const int from = pos_;
+    std::vector<int32_t> again;
+    again.swap(pending_);
+    Status st;
+    try {
+        st = eval_here(joined.data(), (int64_t)joined.size(), logits, false);
+    } catch (...) {
+        again.swap(pending_);
+        throw;
+    }
+    if (!st) {
+        again.swap(pending_);  // rolled back to before this call, the rewind's tokens still to come
+        return st;
+    }
+    // These positions were reported when first evaluated.
+    if (record_routes_) routes_.erase(routes_.lower_bound(from), routes_.lower_bound(from + (int)again.size()));
+    return st;
+}
+
+Status Engine::settle() {
+    if (pending_.empty()) return Status::ok();
+    std::vector<int32_t> again;
+    again.swap(pending_);
+    const int from = pos_;
+    no_splice_ = true;
+    Status st;
+    try {
+        st = eval_here(again.data(), (int64_t)again.size(), nullptr, false);
+    } catch (...) {
+        no_splice_ = false;
+        again.swap(pending_);
+        throw;
+    }
+    no_splice_ = false;
+    if (!st) {
+        again.swap(pending_);
+        return st;
+    }
+    if (record_routes_) routes_.erase(routes_.lower_bound(from), routes_.lower_bound(from + (int)again.size()));
+    return st;
+}
+
+Status Engine::eval_here(const int32_t *tokens, int64_t n, float *logits, bool all) {
+    const ModelConfig &cfg = c_.config();
     // Snapshot what a part-way failure (an expert read error, a NaN, an
     // allocation) would leave changed: the KDA states (copied into buffers
     // sized at reset), the MLA cache lengths (append-only: truncating
     // restores them) and the position.
     const int pos0 = pos_;
+    const std::vector<int> due0 = due_;
     std::vector<int> mla_len0(mla_.size());
     for (size_t L = 0; L < mla_.size(); L++) mla_len0[L] = mla_[L].len;
     for (size_t L = 0; L < kda_.size(); L++) {
@@ -290,6 +350,7 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
     }
     auto roll_back = [&] {
         pos_ = pos0;
+        due_ = due0;
         tokens_.resize((size_t)pos0);
         drop_checkpoints_after(pos0);
         const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;

@@ -154,7 +154,7 @@ public:
         routes_.clear();
         return v;
     }
-    int n_past() const { return pos_; }
+    int n_past() const { return pos_ + (int)pending_.size(); }
     int max_context() const { return opt_.max_context; }
     ExpertStats expert_stats() const { return experts_->stats(); }
     StoreStats store_stats() const { return experts_->store_stats(); }
@@ -184,23 +184,32 @@ public:
     // Prompt reuse (checkpoints.cpp). The tokens the session evaluated, one
     // per position; -1 where the token cannot be matched again (an image
     // row took its place, or the state was loaded from a file).
-    const std::vector<int32_t> &session_tokens() const { return tokens_; }
+    std::vector<int32_t> session_tokens() const;
     // Keeps the first n positions: the MLA cache is cut at n; the KDA state
     // is restored from the newest checkpoint at or before n (the zero state
-    // at 0) and the tokens from there to n are evaluated again. Bit-identical
-    // to having evaluated the n tokens fresh. SLUICE_E_RANGE for n outside
-    // [0, n_past]; SLUICE_E_STATE (nothing changed) when a token to
-    // re-evaluate is unknown. If the re-evaluation fails the session is left
-    // at the checkpoint's position.
+    // at 0) and the tokens from there to n are left to evaluate again, with
+    // a checkpoint at n. They go through the model with the next eval's
+    // tokens, in the same wave: a separate pass would read every routed
+    // record once more (a turn's own tokens route to most experts), which
+    // was half of an agent's second turn. Bit-identical to having evaluated
+    // the n tokens fresh. SLUICE_E_RANGE for n outside [0, n_past];
+    // SLUICE_E_STATE (nothing changed) when a token to re-evaluate is unknown.
     Status rewind(int n);
-    // Keeps a checkpoint of the KDA state at the current position (no-op
-    // without KDA layers, at position 0, or with an empty pool).
-    void checkpoint();
+    // Keeps a checkpoint of the KDA state at position pos, n_past <= pos:
+    // now at n_past (tokens a rewind left included), else as the next evals
+    // pass pos, inside their wave (a prompt evaluated up to its last token,
+    // a checkpoint, then the last token alone read every record twice).
+    // No-op without KDA layers, at position 0, or with an empty pool.
+    Status checkpoint_at(int pos);
+    void checkpoint() { (void)checkpoint_at(n_past()); }
+    // Evaluates the tokens a rewind left (settle) on their own: for what
+    // must see the whole state now (saving it).
+    Status settle();
     // Prompt reuse across conversations (saved_session.cpp): the live
     // session copied out with its newest checkpoint, and a copy made live
     // again (a rewind inside it restores from that checkpoint, or from 0). Restoring refuses, with
     // the session unchanged, a copy whose shapes are not this model's.
-    Status save_session(SavedSession *out) const;
+    Status save_session(SavedSession *out);
     Status restore_session(const SavedSession &in);
     CheckpointStats checkpoint_stats() const;
     PrefillStats prefill_stats() const;
@@ -209,7 +218,7 @@ public:
     // restored to where it was.
     Status eval(const int32_t *tokens, int64_t n, float *logits, bool all);
     void set_trace(TraceFn fn) { trace_ = std::move(fn); }
-    Status save_state(const std::string &path) const;
+    Status save_state(const std::string &path);
     Status load_state(const std::string &path);
     uint64_t tokens_evaluated() const { return tokens_evaluated_; }
     double seconds_eval() const { return seconds_eval_; }
@@ -293,7 +302,15 @@ private:
 
     // Session state.
     int pos_ = 0;
-    std::vector<int32_t> tokens_;  // per position (session_tokens)
+    std::vector<int32_t> tokens_;  // per evaluated position (session_tokens)
+    // Positions pos_.. that a rewind left to evaluate again (known tokens,
+    // never image rows), and positions to checkpoint as evals pass them;
+    // both go into the next eval's waves.
+    std::vector<int32_t> pending_;
+    std::vector<int> due_;
+    // eval without the tokens a rewind left: the position, context and
+    // roll-back logic.
+    Status eval_here(const int32_t *tokens, int64_t n, float *logits, bool all);
     // Prompt reuse: the checkpoint pool, oldest first; spare buffers of
     // evicted checkpoints are reused so a full pool never allocates.
     std::vector<Checkpoint> ckpts_;

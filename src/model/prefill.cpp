@@ -49,16 +49,27 @@ Status Engine::eval_chunks(const int32_t *tokens, int64_t n, float *logits, bool
         // Checkpoint positions inside the wave: the pool keeps the newest
         // ckpt_capacity_, so only those are taken (as one at a time would
         // leave them), each layer's KDA state as its chunks pass there.
-        std::vector<int> marks;
+        // Positions asked for (checkpoint_at: a prompt's end, a rewind's
+        // target) come first; interval ones fill what the pool has left.
+        std::vector<int> marks, asked;
+        if (ckpt_capacity_ > 0)
+            for (int p : due_)
+                if (p > pos_ && p <= pos_ + m) asked.push_back(p);
         if (every > 0)
-            for (int p = (pos_ / every + 1) * every; p <= pos_ + m; p += every) marks.push_back(p);
-        if (marks.size() > ckpt_capacity_) marks.erase(marks.begin(), marks.end() - (ptrdiff_t)ckpt_capacity_);
+            for (int p = (pos_ / every + 1) * every; p <= pos_ + m; p += every)
+                if (std::find(asked.begin(), asked.end(), p) == asked.end()) marks.push_back(p);
+        const size_t room = ckpt_capacity_ - std::min(ckpt_capacity_, asked.size());
+        if (marks.size() > room) marks.erase(marks.begin(), marks.end() - (ptrdiff_t)room);
+        if (asked.size() > ckpt_capacity_) asked.erase(asked.begin(), asked.end() - (ptrdiff_t)ckpt_capacity_);
+        marks.insert(marks.end(), asked.begin(), asked.end());
+        std::sort(marks.begin(), marks.end());
         const bool last = t0 + m == n;
         float *out = nullptr;
         if (logits && all) out = logits + t0 * V;
         else if (logits && last) out = logits;
         for (int p : marks) checkpoint_slot(p);
         SLUICE_TRY(eval_wave(tokens + t0, m, out, all, marks));
+        due_.erase(std::remove_if(due_.begin(), due_.end(), [this](int p) { return p <= pos_; }), due_.end());
         prompt_.waves++;
     }
     if (prompt) {

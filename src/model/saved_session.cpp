@@ -18,7 +18,8 @@ uint64_t saved_session_bytes(const SavedSession &s) {
     return b;
 }
 
-Status Engine::save_session(SavedSession *out) const {
+Status Engine::save_session(SavedSession *out) {
+    SLUICE_TRY(settle());  // the copy holds the state at n_past
     SavedSession s;
     s.pos = pos_;
     s.tokens = tokens_;
@@ -77,6 +78,8 @@ Status Engine::restore_session(const SavedSession &in) {
     // Into the live buffers (their capacity stays: the plan counted them).
     pos_ = in.pos;
     tokens_.assign(in.tokens.begin(), in.tokens.end());
+    pending_.clear();
+    due_.clear();
     for (int L = 0; L < cfg.n_layers; L++) {
         if (cfg.is_kda[(size_t)L]) {
             std::copy(in.kda[(size_t)L].S.begin(), in.kda[(size_t)L].S.end(), kda_[(size_t)L].S.begin());

@@ -49,8 +49,9 @@ Header make_header(const ModelConfig &c, int pos, const std::string &sha) {
 
 }  // namespace
 
-Status Engine::save_state(const std::string &path) const {
+Status Engine::save_state(const std::string &path) {
     if (std::string why = output_inside_reason(path, c_.dir(), "the model"); !why.empty()) return io_error(why);
+    SLUICE_TRY(settle());  // the file holds the state at n_past
     std::string sha;
     SLUICE_TRY(sha256_file(c_.dir() + "/manifest.json", &sha));
     const Header h = make_header(c_.config(), pos_, sha);
@@ -174,6 +175,8 @@ Status Engine::load_state(const std::string &path) {
     // The file holds no token ids: no position of it can be matched for
     // prompt reuse, and no checkpoint of the former session applies.
     tokens_.assign((size_t)h.pos, -1);
+    pending_.clear();
+    due_.clear();
     drop_checkpoints_after(0);
     return Status::ok();
 }

@@ -212,23 +212,17 @@ bool reuse_prefix(Model &m, const GenRequest &req, const std::vector<int32_t> &p
 // Evaluates the prompt from position `from` (the tokens before it are the
 // reused prefix), scoring every token when echo + logprobs ask for it
 // (then from is 0). logits receives the next-token logits. checkpoint: the
-// state before the prompt's last token is kept (Model::checkpoint): a
-// resent prompt (n > 1, a retry) keeps all but its last token, and the next
-// turn of a conversation goes on from there with one token evaluated again.
+// state before the prompt's last token is kept (Model::checkpoint_at, in the
+// same pass): a resent prompt (n > 1, a retry) keeps all but its last token,
+// and the next turn of a conversation goes on from there with one token
+// evaluated again.
 bool eval_prompt(Model &m, const GenRequest &req, const std::vector<int32_t> &prompt, size_t from, bool checkpoint,
                  GenObserver &obs, PromptInfo *info, std::vector<float> *logits, ApiError *err) {
     std::string e;
     const int32_t V = m.vocab();
     if (!(req.echo && req.logprobs)) {
-        size_t at = from;
-        if (checkpoint && prompt.size() - at > 1) {
-            // The split changes no number: a chunk computes what single steps compute.
-            if (!m.eval(prompt.data() + at, prompt.size() - 1 - at, nullptr, &e))
-                return *err = server_error("evaluation failed: " + e), false;
-            at = prompt.size() - 1;
-        }
-        if (checkpoint) m.checkpoint();
-        if (!m.eval(prompt.data() + at, prompt.size() - at, logits->data(), &e))
+        if (checkpoint) m.checkpoint_at(prompt.size() - 1);
+        if (!m.eval(prompt.data() + from, prompt.size() - from, logits->data(), &e))
             return *err = server_error("evaluation failed: " + e), false;
         return true;
     }

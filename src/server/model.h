@@ -126,7 +126,8 @@ public:
         *err = "this model cannot rewind";
         return false;
     }
-    virtual void checkpoint() {}
+    // pos >= the session's length: taken as the coming evals pass it.
+    virtual void checkpoint_at(size_t pos) { (void)pos; }
     // Prompt reuse across conversations (session_shelf.h): the sessions
     // kept aside and the policy over them; null where the model keeps none.
     virtual Keeper *keeper() { return nullptr; }

@@ -236,7 +236,7 @@ public:
             *again = (size_t)(after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated);
         return true;
     }
-    void checkpoint() override { sluice_checkpoint(ctx_); }
+    void checkpoint_at(size_t pos) override { sluice_checkpoint_at(ctx_, (int32_t)pos); }
     Keeper *keeper() override { return keeps_ ? this : nullptr; }
     SessionShelf *shelf() override { return keeps_ ? &shelf_ : nullptr; }
     std::unique_ptr<Kept> keep(bool *full) override {

@@ -98,38 +98,59 @@ void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep,
     step.wave = 1;
     const std::vector<float> ref = fresh(m.path, next, step);
 
-    sluice_ctx *ctx = open_ctx(m.path, o);
-    ASSERT_NE(ctx, nullptr);
-    const size_t V = (size_t)sluice_n_vocab(ctx);
-    ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK) << sluice_last_error(ctx);
-    EXPECT_EQ(session(ctx), first);
-    const sluice_stats before = stats(ctx);
-    ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK) << sluice_last_error(ctx);
-    const sluice_stats after = stats(ctx);
-    EXPECT_EQ(sluice_n_past(ctx), (int)keep);
-    EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + (ptrdiff_t)keep));
-    // The newest checkpoint at or before keep is a multiple of the interval
-    // (all of them are still in the pool here): only the tokens from it to
-    // keep are evaluated again. Without KDA layers nothing is.
-    const uint64_t again = after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated;
-    const int every = o.interval == 0 ? 64 : o.interval;
-    if (expect_again < 0)
-        expect_again = !m.recurrent || keep == n_first ? 0 : every > 0 ? (int64_t)(keep % (size_t)every) : (int64_t)keep;
-    EXPECT_EQ(again, (uint64_t)expect_again);
-    EXPECT_EQ(after.tokens_evaluated - before.tokens_evaluated, again);
+    // all: the new tokens through sluice_eval_all, every row compared (the
+    // rewind's tokens evaluated first, alone); else through sluice_eval, the
+    // rewind's tokens in the same pass (the server's way), the last row.
+    for (const bool all : {true, false}) {
+        SCOPED_TRACE(all ? "sluice_eval_all" : "sluice_eval");
+        sluice_ctx *ctx = open_ctx(m.path, o);
+        ASSERT_NE(ctx, nullptr);
+        const size_t V = (size_t)sluice_n_vocab(ctx);
+        ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK) << sluice_last_error(ctx);
+        EXPECT_EQ(session(ctx), first);
+        const sluice_stats before = stats(ctx);
+        ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK) << sluice_last_error(ctx);
+        const sluice_stats after = stats(ctx);
+        EXPECT_EQ(sluice_n_past(ctx), (int)keep);
+        EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + (ptrdiff_t)keep));
+        // The newest checkpoint at or before keep is a multiple of the interval
+        // (all of them are still in the pool here): only the tokens from it to
+        // keep are evaluated again. Without KDA layers nothing is.
+        const uint64_t again = after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated;
+        const int every = o.interval == 0 ? 64 : o.interval;
+        int64_t want = expect_again;
+        if (want < 0)
+            want = !m.recurrent || keep == n_first ? 0 : every > 0 ? (int64_t)(keep % (size_t)every) : (int64_t)keep;
+        EXPECT_EQ(again, (uint64_t)want);
+        EXPECT_EQ(after.tokens_evaluated - before.tokens_evaluated, 0u) << "the rewind's tokens wait for the next eval";
 
-    std::vector<float> got(V * tail.size());
-    ASSERT_EQ(sluice_eval_all(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
-    ASSERT_EQ(ref.size(), V * next.size());
-    const bool same = std::memcmp(got.data(), ref.data() + keep * V, got.size() * 4) == 0;
-    EXPECT_TRUE(same) << "reused prefix changed the logits";
-    // The pool never holds more than its bytes.
-    sluice_memory_plan plan;
-    ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
-    const sluice_stats end = stats(ctx);
-    EXPECT_LE(end.checkpoint_bytes, plan.checkpoints);
-    EXPECT_LE(end.checkpoints_held, end.checkpoint_capacity);
-    sluice_close(ctx);
+        std::vector<float> got(V * (all ? tail.size() : 1));
+        if (all)
+            ASSERT_EQ(sluice_eval_all(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
+        else
+            ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
+        const sluice_stats done = stats(ctx);
+        EXPECT_EQ(done.tokens_evaluated - after.tokens_evaluated, again + tail.size());
+        EXPECT_EQ(sluice_n_past(ctx), (int)next.size());
+        EXPECT_EQ(session(ctx), next);
+        ASSERT_EQ(ref.size(), V * next.size());
+        const size_t row0 = all ? keep : next.size() - 1;
+        const bool same = std::memcmp(got.data(), ref.data() + row0 * V, got.size() * 4) == 0;
+        EXPECT_TRUE(same) << "reused prefix changed the logits";
+        // The pool never holds more than its bytes.
+        sluice_memory_plan plan;
+        ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
+        const sluice_stats end = stats(ctx);
+        EXPECT_LE(end.checkpoint_bytes, plan.checkpoints);
+        EXPECT_LE(end.checkpoints_held, end.checkpoint_capacity);
+        // The rewind's target holds a checkpoint now: rewinding there again
+        // evaluates nothing.
+        if (m.recurrent && keep > 0 && keep < n_first && o.pool >= 0) {
+            ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK);
+            EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - end.rewind_tokens_reevaluated, 0u);
+        }
+        sluice_close(ctx);
+    }
 }
 
 TEST(PromptReuse, RewoundPrefixIsBitIdenticalOnEachFamily) {
@@ -265,6 +286,73 @@ TEST(PromptReuse, ErrorsAreReturnedAndLeaveTheSession) {
     EXPECT_EQ(sluice_n_past(ctx), 12);
     EXPECT_EQ(sluice_rewind(ctx, 0), SLUICE_OK);  // the zero state needs no token
     EXPECT_EQ(sluice_n_past(ctx), 0);
+    std::filesystem::remove(path);
+    sluice_close(ctx);
+}
+
+// The tokens a rewind leaves to evaluate wait for the next eval: a second
+// rewind inside them keeps fewer, a refused eval keeps them, a checkpoint
+// asked for past n_past is taken in the eval's pass, and the logits stay
+// those of a fresh evaluation (the server's turn: rewind, checkpoint at the
+// prompt's last token, one eval).
+TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];  // Kimi-Linear
+    const Opts o{2, 8, 0};
+    sluice_ctx *ctx = open_ctx(m.path, o);
+    ASSERT_NE(ctx, nullptr);
+    const size_t V = (size_t)sluice_n_vocab(ctx);
+    const auto first = ids(24, m.vocab, 6);  // checkpoints at 8, 16 and 24: the pool (4) keeps all
+    ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK);
+    const sluice_stats s0 = stats(ctx);
+    ASSERT_EQ(sluice_rewind(ctx, 14), SLUICE_OK);  // from the checkpoint at 8: 6 left
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 6u);
+    ASSERT_EQ(sluice_rewind(ctx, 11), SLUICE_OK);  // 3 of them kept
+    EXPECT_EQ(sluice_n_past(ctx), 11);
+    EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + 11));
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 3u);
+    EXPECT_EQ(stats(ctx).tokens_evaluated, s0.tokens_evaluated);
+    EXPECT_EQ(sluice_checkpoint_at(ctx, 10), SLUICE_E_RANGE);
+    EXPECT_NE(std::string(sluice_last_error(ctx)).find("before the session's end"), std::string::npos)
+        << sluice_last_error(ctx);
+    // A token outside the vocabulary: refused, nothing lost.
+    std::vector<int32_t> tail = ids(7, m.vocab, 7);
+    std::vector<int32_t> bad = tail;
+    bad[3] = m.vocab;
+    EXPECT_EQ(sluice_eval(ctx, bad.data(), bad.size(), nullptr), SLUICE_E_RANGE);
+    EXPECT_EQ(sluice_n_past(ctx), 11);
+    EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + 11));
+    // The prompt 0..17: a checkpoint before its last token, one eval.
+    ASSERT_EQ(sluice_checkpoint_at(ctx, 17), SLUICE_OK) << sluice_last_error(ctx);
+    std::vector<float> got(V);
+    ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
+    const sluice_stats s1 = stats(ctx);
+    EXPECT_EQ(s1.tokens_evaluated - s0.tokens_evaluated, 3u + tail.size()) << "one pass for both";
+    std::vector<int32_t> whole(first.begin(), first.begin() + 11);
+    whole.insert(whole.end(), tail.begin(), tail.end());
+    Opts step = o;
+    step.chunk = 1;
+    step.wave = 1;
+    const std::vector<float> ref = fresh(m.path, whole, step);
+    ASSERT_EQ(ref.size(), V * whole.size());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
+    // Both checkpoints were taken in that pass: the rewind's target (11) and
+    // the one asked for (17). Rewinding to either evaluates nothing.
+    ASSERT_EQ(sluice_rewind(ctx, 17), SLUICE_OK);
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s1.rewind_tokens_reevaluated);
+    ASSERT_EQ(sluice_rewind(ctx, 11), SLUICE_OK);
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s1.rewind_tokens_reevaluated);
+    // Saving the state evaluates what a rewind left first: the file is the
+    // state at n_past.
+    ASSERT_EQ(sluice_eval(ctx, tail.data(), 4, nullptr), SLUICE_OK);
+    ASSERT_EQ(sluice_rewind(ctx, 13), SLUICE_OK);  // from 11: 2 left
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("sluice-reuse-left-" + std::to_string(::getpid()))).string();
+    ASSERT_EQ(sluice_state_save(ctx, path.c_str()), SLUICE_OK) << sluice_last_error(ctx);
+    EXPECT_EQ(stats(ctx).tokens_evaluated - s1.tokens_evaluated, 4u + 2u);
+    EXPECT_EQ(sluice_n_past(ctx), 13);
     std::filesystem::remove(path);
     sluice_close(ctx);
 }
