@@ -94,58 +94,109 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
         wuk = mla_wuk_.data();
     }
 
+    // Every token's (normalised latent, rope key) appended first: token t
+    // reads slots [0, pos0 + t] only, so the later ones change none of its
+    // numbers.
+    const int64_t len0 = st.len;
+    st.cache.resize((size_t)((len0 + n) * row));
     for (int64_t t = 0; t < n; t++) {
         const int p = pos0 + (int)t;
-        float *q = Q.data() + t * nh * dq;
         const float *a = KVA.data() + t * row;
-        // Append (normalised latent, rope key) at slot p.
-        st.cache.resize((size_t)((st.len + 1) * row));
-        float *slot = st.cache.data() + (size_t)st.len * row;
+        float *slot = st.cache.data() + (size_t)(len0 + t) * row;
         rmsnorm(a, w.kva_norm.data(), rkv, cfg.eps, slot);
         std::copy(a + rkv, a + row, slot + rkv);
         if (cfg.rope.enabled) {
             rotate(slot + rkv, p);
+            float *q = Q.data() + t * nh * dq;
             for (int64_t h = 0; h < nh; h++) rotate(q + h * dq + dn, p);
         }
-        st.len++;
-        const int64_t ns = st.len;
-        float *o = O.data() + t * nh * dv;
-        ops_.pool->parallel_for(nh, std::max<int64_t>(1, 65536 / ((dn + dv) * rkv + ns * rkv)), [&](int64_t h0, int64_t h1) {
-            std::vector<float> qt((size_t)rkv), wrow((size_t)rkv), e((size_t)ns), ctx((size_t)rkv);
-            for (int64_t h = h0; h < h1; h++) {
-                const float *qn = q + h * dq, *qr = qn + dn;
-                // q̃ = W_UKᵀ q_nope (absorbed key up-projection).
-                std::fill(qt.begin(), qt.end(), 0.0f);
-                for (int64_t i = 0; i < dn; i++) {
-                    const float *wr = wrow.data();
-                    if (wuk) wr = wuk + (h * dn + i) * rkv;
-                    else dequant_row(w.kvb, h * (dn + dv) + i, wrow.data());
-                    const float qi = qn[i];
-                    for (int64_t k = 0; k < rkv; k++) qt[(size_t)k] += wr[k] * qi;
-                }
-                float mx = -INFINITY;
-                for (int64_t s = 0; s < ns; s++) {
-                    const float *cs = st.cache.data() + s * row;
-                    float sc = ops_.k->dot(qt.data(), cs, rkv) + ops_.k->dot(qr, cs + rkv, dr);
-                    e[(size_t)s] = mla_scale_ * sc;
-                    mx = std::max(mx, e[(size_t)s]);
-                }
-                float sum = 0.0f;
-                for (int64_t s = 0; s < ns; s++) sum += (e[(size_t)s] = std::exp(e[(size_t)s] - mx));
-                std::fill(ctx.begin(), ctx.end(), 0.0f);
-                for (int64_t s = 0; s < ns; s++) {
-                    const float al = e[(size_t)s] / sum;
-                    const float *cs = st.cache.data() + s * row;
-                    for (int64_t k = 0; k < rkv; k++) ctx[(size_t)k] += al * cs[k];
-                }
-                // o_h = W_UV^h · ctx.
-                for (int64_t i = 0; i < dv; i++)
-                    o[h * dv + i] = ops_.k->row_dot[(int)w.kvb.fmt](w.kvb, h * (dn + dv) + dn + i, ctx.data());
-            }
-        });
-        if (cfg.mla_output_gate)
-            for (int64_t i = 0; i < nh * dv; i++) o[i] = o[i] * sigmoidf(Gt[(size_t)(t * nh * dv + i)]);
     }
+    st.len = (int)(len0 + n);
+
+    // Keys in blocks that stay in L2 (64 x 576 floats on the 48B shape)
+    // while every head and token of a thread's share scores and sums them:
+    // head by head, each token streamed the whole cache from memory once
+    // per head (32 times per token and layer; most of what an agent's turn
+    // on a 1,500-token prefix spent beyond its new tokens). Each score is
+    // the same two dots, and each ctx element adds its keys in order
+    // (block by block, ascending), so the bits are those of the per-head
+    // loop, whatever the token block.
+    const int64_t kb = std::max<int64_t>(16, 65536 / std::max<int64_t>(1, row) / 16 * 16);
+    constexpr int64_t kTokens = 4;
+    const float *cache = st.cache.data();
+    ops_.pool->parallel_for(nh, 1, [&](int64_t h0, int64_t h1) {
+        const int64_t hn = h1 - h0;
+        std::vector<float> qt((size_t)(kTokens * hn * rkv)), wrow((size_t)rkv), ctx((size_t)(kTokens * hn * rkv));
+        std::vector<float> e, sums((size_t)(kTokens * hn));
+        for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+            const int64_t tn = std::min(kTokens, n - t0);
+            const int64_t ns_max = len0 + t0 + tn;  // keys of the block's last token
+            e.resize((size_t)(tn * hn * ns_max));
+            // q̃ = W_UKᵀ q_nope (absorbed key up-projection), per token and head.
+            for (int64_t t = 0; t < tn; t++)
+                for (int64_t h = h0; h < h1; h++) {
+                    const float *qn = Q.data() + (t0 + t) * nh * dq + h * dq;
+                    float *q = qt.data() + (t * hn + h - h0) * rkv;
+                    std::fill(q, q + rkv, 0.0f);
+                    for (int64_t i = 0; i < dn; i++) {
+                        const float *wr = wrow.data();
+                        if (wuk) wr = wuk + (h * dn + i) * rkv;
+                        else dequant_row(w.kvb, h * (dn + dv) + i, wrow.data());
+                        const float qi = qn[i];
+                        for (int64_t k = 0; k < rkv; k++) q[k] += wr[k] * qi;
+                    }
+                }
+            for (int64_t s0 = 0; s0 < ns_max; s0 += kb)
+                for (int64_t t = 0; t < tn; t++) {
+                    const int64_t s1 = std::min(s0 + kb, len0 + t0 + t + 1);
+                    for (int64_t h = h0; h < h1; h++) {
+                        const float *q = qt.data() + (t * hn + h - h0) * rkv;
+                        const float *qr = Q.data() + (t0 + t) * nh * dq + h * dq + dn;
+                        float *eh = e.data() + (t * hn + h - h0) * ns_max;
+                        for (int64_t s = s0; s < s1; s++) {
+                            const float *cs = cache + s * row;
+                            eh[s] = mla_scale_ * (ops_.k->dot(q, cs, rkv) + ops_.k->dot(qr, cs + rkv, dr));
+                        }
+                    }
+                }
+            for (int64_t t = 0; t < tn; t++) {
+                const int64_t ns = len0 + t0 + t + 1;
+                for (int64_t h = 0; h < hn; h++) {
+                    float *eh = e.data() + (t * hn + h) * ns_max;
+                    float mx = -INFINITY;
+                    for (int64_t s = 0; s < ns; s++) mx = std::max(mx, eh[s]);
+                    float sum = 0.0f;
+                    for (int64_t s = 0; s < ns; s++) sum += (eh[s] = std::exp(eh[s] - mx));
+                    sums[(size_t)(t * hn + h)] = sum;
+                }
+            }
+            std::fill(ctx.begin(), ctx.begin() + tn * hn * rkv, 0.0f);
+            for (int64_t s0 = 0; s0 < ns_max; s0 += kb)
+                for (int64_t t = 0; t < tn; t++) {
+                    const int64_t s1 = std::min(s0 + kb, len0 + t0 + t + 1);
+                    for (int64_t h = 0; h < hn; h++) {
+                        const float *eh = e.data() + (t * hn + h) * ns_max;
+                        const float sum = sums[(size_t)(t * hn + h)];
+                        float *c = ctx.data() + (t * hn + h) * rkv;
+                        for (int64_t s = s0; s < s1; s++) {
+                            const float al = eh[s] / sum;
+                            const float *cs = cache + s * row;
+                            for (int64_t k = 0; k < rkv; k++) c[k] += al * cs[k];
+                        }
+                    }
+                }
+            // o_h = W_UV^h · ctx.
+            for (int64_t t = 0; t < tn; t++) {
+                float *o = O.data() + (t0 + t) * nh * dv;
+                for (int64_t h = h0; h < h1; h++)
+                    for (int64_t i = 0; i < dv; i++)
+                        o[h * dv + i] = ops_.k->row_dot[(int)w.kvb.fmt](w.kvb, h * (dn + dv) + dn + i,
+                                                                      ctx.data() + (t * hn + h - h0) * rkv);
+            }
+        }
+    });
+    if (cfg.mla_output_gate)
+        for (int64_t i = 0; i < n * nh * dv; i++) O[(size_t)i] = O[(size_t)i] * sigmoidf(Gt[(size_t)i]);
     ops_.matmul(w.o, O.data(), n, out);
 }
 
