@@ -293,6 +293,13 @@ private:
         std::vector<Tokens> tokens;
     } moe_scratch_;
     std::vector<float> mla_wuk_;  // W_UK as floats for a prompt chunk (model/mla.cpp)
+    // The attention blocks' projections of a chunk (kda.cpp, mla.cpp), grown
+    // once: fresh vectors of about a megabyte each were mapped, faulted in
+    // and zeroed per chunk and layer (11 % of a 512-token prompt on a cut of
+    // the 48B shape, perf). Only what a product writes whole lives here.
+    struct AttnScratch {
+        std::vector<float> q, k, v, fa, z, b, g, ga, o, kva;
+    } attn_scratch_;
     std::mutex vq4p_mu_;  // quantize_table runs on pool threads (expert-parallel MoE)
 
     bool record_routes_ = false;

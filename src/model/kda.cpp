@@ -13,20 +13,22 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
     const KdaWeights &w = w_.layers[(size_t)L].k;
     KdaState &st = kda_[(size_t)L];
     const int64_t H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
-    std::vector<float> Q((size_t)(n * C)), Kp((size_t)(n * C)), Vp((size_t)(n * C)), Fa((size_t)(n * D)),
-        Z((size_t)(n * C)), Bt((size_t)(n * H)), G((size_t)(n * C)), O((size_t)(n * C));
-    ops_.matmul(w.q, Hn, n, Q.data());
-    ops_.matmul(w.k, Hn, n, Kp.data());
-    ops_.matmul(w.v, Hn, n, Vp.data());
-    ops_.matmul(w.fa, Hn, n, Fa.data());
-    ops_.matmul(w.fb, Fa.data(), n, Z.data());
-    ops_.matmul(w.b, Hn, n, Bt.data());
+    AttnScratch &sb = attn_scratch_;
+    float *const Q = scratch(sb.q, n * C), *const Kp = scratch(sb.k, n * C), *const Vp = scratch(sb.v, n * C),
+                 *const Fa = scratch(sb.fa, n * D), *const Z = scratch(sb.z, n * C), *const Bt = scratch(sb.b, n * H),
+                 *const G = scratch(sb.g, n * C), *const O = scratch(sb.o, n * C);
+    ops_.matmul(w.q, Hn, n, Q);
+    ops_.matmul(w.k, Hn, n, Kp);
+    ops_.matmul(w.v, Hn, n, Vp);
+    ops_.matmul(w.fa, Hn, n, Fa);
+    ops_.matmul(w.fb, Fa, n, Z);
+    ops_.matmul(w.b, Hn, n, Bt);
     if (cfg.full_rank_gate) {
-        ops_.matmul(w.g, Hn, n, G.data());
+        ops_.matmul(w.g, Hn, n, G);
     } else {
-        std::vector<float> Ga((size_t)(n * D));
-        ops_.matmul(w.ga, Hn, n, Ga.data());
-        ops_.matmul(w.gb, Ga.data(), n, G.data());
+        float *const Ga = scratch(sb.ga, n * D);
+        ops_.matmul(w.ga, Hn, n, Ga);
+        ops_.matmul(w.gb, Ga, n, G);
     }
 
     const float eps = cfg.eps;
@@ -36,7 +38,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
     const int64_t R = K - 1;
     for (int64_t t = 0; t < n; t++) {
         // Short causal convolution over raw projections, SiLU after (§4.1).
-        float *proj[3] = {Q.data() + t * C, Kp.data() + t * C, Vp.data() + t * C};
+        float *proj[3] = {Q + t * C, Kp + t * C, Vp + t * C};
         const float *taps[3] = {w.qconv.data(), w.kconv.data(), w.vconv.data()};
         for (int m = 0; m < 3; m++) {
             float *ring = st.ring.data() + (size_t)(m * C * R);
@@ -52,9 +54,9 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
                 proj[m][c] = siluf(z);
             }
         }
-        const float *zt = Z.data() + t * C;
-        const float *gt = G.data() + t * C;
-        float *ot = O.data() + t * C;
+        const float *zt = Z + t * C;
+        const float *gt = G + t * C;
+        float *ot = O + t * C;
         ops_.pool->parallel_for(H, std::max<int64_t>(1, 16384 / (D * D)), [&](int64_t h0, int64_t h1) {
             std::vector<float> g((size_t)D), u((size_t)D), delta((size_t)D), o((size_t)D);
             for (int64_t h = h0; h < h1; h++) {
@@ -65,7 +67,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
                 for (int64_t j = 0; j < D; j++) qq += q[j] * q[j], kk += k[j] * k[j];
                 const float qn = 1.0f / std::sqrt(qq + 1e-12f), kn = 1.0f / std::sqrt(kk + 1e-12f);
                 for (int64_t j = 0; j < D; j++) q[j] = q[j] * qn * qscale, k[j] = k[j] * kn;
-                const float beta = sigmoidf(Bt[(size_t)(t * H + h)]);
+                const float beta = sigmoidf(Bt[t * H + h]);
                 const float a = std::exp(w.a_log[(size_t)h]);  // A_log is per head (§4.4)
                 for (int64_t j = 0; j < D; j++) {
                     const float zj = zt[h * D + j] + w.dt_bias[(size_t)(h * D + j)];
@@ -106,7 +108,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
             }
         });
     }
-    ops_.matmul(w.o, O.data(), n, out);
+    ops_.matmul(w.o, O, n, out);
 }
 
 }  // namespace sluice

@@ -52,21 +52,22 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
     MlaState &st = mla_[(size_t)L];
     const int64_t nh = cfg.n_heads, dn = cfg.d_nope, dr = cfg.d_rope, dv = cfg.d_v, dq = dn + dr;
     const int64_t rkv = cfg.kv_lora, row = rkv + dr;
-    std::vector<float> Q((size_t)(n * nh * dq)), KVA((size_t)(n * row)), O((size_t)(n * nh * dv));
+    AttnScratch &sb = attn_scratch_;
+    float *const Q = scratch(sb.q, n * nh * dq), *const KVA = scratch(sb.kva, n * row), *const O = scratch(sb.o, n * nh * dv);
     if (cfg.q_lora > 0) {
-        std::vector<float> QA((size_t)(n * cfg.q_lora));
-        ops_.matmul(w.qa, Hn, n, QA.data());
+        float *const QA = scratch(sb.fa, n * cfg.q_lora);
+        ops_.matmul(w.qa, Hn, n, QA);
         for (int64_t t = 0; t < n; t++)
-            rmsnorm(QA.data() + t * cfg.q_lora, w.qa_norm.data(), cfg.q_lora, cfg.eps, QA.data() + t * cfg.q_lora);
-        ops_.matmul(w.qb, QA.data(), n, Q.data());
+            rmsnorm(QA + t * cfg.q_lora, w.qa_norm.data(), cfg.q_lora, cfg.eps, QA + t * cfg.q_lora);
+        ops_.matmul(w.qb, QA, n, Q);
     } else {
-        ops_.matmul(w.q, Hn, n, Q.data());
+        ops_.matmul(w.q, Hn, n, Q);
     }
-    ops_.matmul(w.kva, Hn, n, KVA.data());
-    std::vector<float> Gt;
+    ops_.matmul(w.kva, Hn, n, KVA);
+    float *Gt = nullptr;
     if (cfg.mla_output_gate) {
-        Gt.resize((size_t)(n * nh * dv));
-        ops_.matmul(w.g, Hn, n, Gt.data());
+        Gt = scratch(sb.g, n * nh * dv);
+        ops_.matmul(w.g, Hn, n, Gt);
     }
 
     auto rotate = [&](float *x, int p) {
@@ -101,13 +102,13 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
     st.cache.resize((size_t)((len0 + n) * row));
     for (int64_t t = 0; t < n; t++) {
         const int p = pos0 + (int)t;
-        const float *a = KVA.data() + t * row;
+        const float *a = KVA + t * row;
         float *slot = st.cache.data() + (size_t)(len0 + t) * row;
         rmsnorm(a, w.kva_norm.data(), rkv, cfg.eps, slot);
         std::copy(a + rkv, a + row, slot + rkv);
         if (cfg.rope.enabled) {
             rotate(slot + rkv, p);
-            float *q = Q.data() + t * nh * dq;
+            float *q = Q + t * nh * dq;
             for (int64_t h = 0; h < nh; h++) rotate(q + h * dq + dn, p);
         }
     }
@@ -135,7 +136,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
             // q̃ = W_UKᵀ q_nope (absorbed key up-projection), per token and head.
             for (int64_t t = 0; t < tn; t++)
                 for (int64_t h = h0; h < h1; h++) {
-                    const float *qn = Q.data() + (t0 + t) * nh * dq + h * dq;
+                    const float *qn = Q + (t0 + t) * nh * dq + h * dq;
                     float *q = qt.data() + (t * hn + h - h0) * rkv;
                     std::fill(q, q + rkv, 0.0f);
                     for (int64_t i = 0; i < dn; i++) {
@@ -151,7 +152,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
                     const int64_t s1 = std::min(s0 + kb, len0 + t0 + t + 1);
                     for (int64_t h = h0; h < h1; h++) {
                         const float *q = qt.data() + (t * hn + h - h0) * rkv;
-                        const float *qr = Q.data() + (t0 + t) * nh * dq + h * dq + dn;
+                        const float *qr = Q + (t0 + t) * nh * dq + h * dq + dn;
                         float *eh = e.data() + (t * hn + h - h0) * ns_max;
                         for (int64_t s = s0; s < s1; s++) {
                             const float *cs = cache + s * row;
@@ -187,7 +188,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
                 }
             // o_h = W_UV^h · ctx.
             for (int64_t t = 0; t < tn; t++) {
-                float *o = O.data() + (t0 + t) * nh * dv;
+                float *o = O + (t0 + t) * nh * dv;
                 for (int64_t h = h0; h < h1; h++)
                     for (int64_t i = 0; i < dv; i++)
                         o[h * dv + i] = ops_.k->row_dot[(int)w.kvb.fmt](w.kvb, h * (dn + dv) + dn + i,
@@ -196,8 +197,8 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
         }
     });
     if (cfg.mla_output_gate)
-        for (int64_t i = 0; i < n * nh * dv; i++) O[(size_t)i] = O[(size_t)i] * sigmoidf(Gt[(size_t)i]);
-    ops_.matmul(w.o, O.data(), n, out);
+        for (int64_t i = 0; i < n * nh * dv; i++) O[i] = O[i] * sigmoidf(Gt[i]);
+    ops_.matmul(w.o, O, n, out);
 }
 
 }  // namespace sluice

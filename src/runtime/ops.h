@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "quant/kernels.h"
 #include "runtime/thread_pool.h"
@@ -42,6 +43,14 @@ struct Ops {
     }
     void matmul(const QTensor &W, const float *X, int64_t n, float *Y) const { matmul(W, X, W.cols, n, Y, W.rows); }
 };
+
+// At least n floats of a grow-only buffer, contents left as they were: for
+// outputs a product writes whole (a fresh vector per call zeroes and
+// faults in every page again).
+inline float *scratch(std::vector<float> &v, int64_t n) {
+    if (v.size() < (size_t)n) v.resize((size_t)n);
+    return v.data();
+}
 
 inline float sigmoidf(float z) { return 1.0f / (1.0f + std::exp(-z)); }
 inline float siluf(float z) { return z * sigmoidf(z); }
