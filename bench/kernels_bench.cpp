@@ -200,8 +200,7 @@ void BM_PrefillTokens(benchmark::State &st) {
         // Token blocks as runtime/ops.h runs them.
         if (part != 1 && many && T > 1)
             for (int64_t t0 = 0; t0 < T; t0 += tb)
-                for (int64_t r = 0; r < kRows; r++)
-                    many(trunk, r, X.data() + t0 * kCols, kCols, std::min(tb, T - t0), Yt.data() + t0 * kRows, kRows);
+                many(trunk, 0, kRows, X.data() + t0 * kCols, kCols, std::min(tb, T - t0), Yt.data() + t0 * kRows, kRows);
         else if (part != 1)
             for (int64_t r = 0; r < kRows; r++)
                 for (int64_t t = 0; t < T; t++) Yt[(size_t)(t * kRows + r)] = k->row_dot[(int)QFmt::Q4G](trunk, r, X.data() + t * kCols);

@@ -44,11 +44,13 @@ struct Kernels {
     // nothing better than vq_gemv_u8 per input.
     void (*vq_gemm_u8_tokens)(const float *const *T, int64_t m, const uint8_t *idx, int64_t nv, int S, int E,
                               const float *scale, float *const *y, int64_t r0, int64_t r1, float *scratch);
-    // row_dot for n inputs at once: Y[t·ldy + r] = row_dot(W, r, X + t·ldx),
-    // bit for bit (each input's sums in row_dot's order), with the row's
-    // codes unpacked and converted once for several inputs (a prefill's
-    // trunk product). Indexed by QFmt; nullptr: row_dot per input.
-    void (*rows_dot_n[8])(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy);
+    // row_dot of rows [r0, r1) for n inputs at once: Y[t·ldy + r] =
+    // row_dot(W, r, X + t·ldx), bit for bit (each input's sums in row_dot's
+    // order), with the codes unpacked and converted once for several inputs
+    // (a prefill's trunk product), and where a set can, several rows sharing
+    // each input load. Indexed by QFmt; nullptr: row_dot per input.
+    void (*rows_dot_n[8])(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
+                          int64_t ldy);
 };
 
 // Inputs per block of a batched trunk product (rows_dot_n over many

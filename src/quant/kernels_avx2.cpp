@@ -143,8 +143,9 @@ float row_grouped(const QTensor &W, int64_t r, const float *x) {
 }
 
 template <int Bits>
-void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
-    grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
+void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
+                    int64_t ldy) {
+    for (int64_t r = r0; r < r1; r++) grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {

@@ -196,7 +196,7 @@ float row_grouped(const QTensor &W, int64_t r, const float *x) {
 // runs group_dot over them: row_grouped's operations in its order, so the
 // same bits, with the unpacking paid once per block (a prefill's trunk).
 template <typename Groups>
-void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
+void row_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy) {
     const float *sc = W.row_scales(r);
     alignas(16) float wf[4096];  // one group (group <= 4096, checked at load)
     constexpr int64_t B = 64;
@@ -220,6 +220,12 @@ void rows_grouped_n(const QTensor &W, int64_t r, const float *X, int64_t ldx, in
         });
         for (int64_t t = 0; t < m; t++) Y[(t0 + t) * ldy + r] = acc[t];
     }
+}
+
+template <typename Groups>
+void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
+                    int64_t ldy) {
+    for (int64_t r = r0; r < r1; r++) row_grouped_n<Groups>(W, r, X, ldx, n, Y, ldy);
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {

@@ -31,7 +31,7 @@ struct Ops {
             pool->parallel_for(W.rows, grain, [=](int64_t r0, int64_t r1) {
                 for (int64_t t0 = 0; t0 < n; t0 += tb) {
                     const int64_t m = std::min(tb, n - t0);
-                    for (int64_t r = r0; r < r1; r++) many(*w, r, X + t0 * ldx, ldx, m, Y + t0 * ldy, ldy);
+                    many(*w, r0, r1, X + t0 * ldx, ldx, m, Y + t0 * ldy, ldy);
                 }
             });
             return;

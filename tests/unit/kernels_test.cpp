@@ -82,8 +82,8 @@ TEST(Kernels, RowsDotNBitIdenticalToOneInputAtATime) {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     int tested = 0;
     for (QFmt fmt : {QFmt::Q8G, QFmt::Q4G, QFmt::Q3G}) {
-        for (int64_t cols : {128, 520, 40}) {
-            QTensor t = random_tensor(fmt, 5, cols, rng);
+        for (int64_t cols : {128, 384, 520, 40}) {
+            QTensor t = random_tensor(fmt, 11, cols, rng);
             for (int64_t n : {2, 3, 67, 130}) {
                 const int64_t ldx = cols + 3, ldy = t.rows + 2;
                 std::vector<float> X((size_t)(n * ldx)), Y((size_t)(n * ldy), -1.0f);
@@ -93,8 +93,11 @@ TEST(Kernels, RowsDotNBitIdenticalToOneInputAtATime) {
                     if (!many) continue;
                     tested++;
                     int differ = 0;
+                    // Whole, and ragged row ranges (a set may take rows in blocks).
+                    many(t, 0, 2, X.data(), ldx, n, Y.data(), ldy);
+                    many(t, 2, 7, X.data(), ldx, n, Y.data(), ldy);
+                    many(t, 7, t.rows, X.data(), ldx, n, Y.data(), ldy);
                     for (int64_t r = 0; r < t.rows; r++) {
-                        many(t, r, X.data(), ldx, n, Y.data(), ldy);
                         for (int64_t i = 0; i < n; i++) {
                             const float one = k->row_dot[(int)fmt](t, r, X.data() + i * ldx);
                             differ += std::memcmp(&one, &Y[(size_t)(i * ldy + r)], sizeof one) != 0;
