@@ -66,22 +66,6 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     if (const uint64_t one = checkpoint_bytes(cfg)) ckpt_capacity_ = (size_t)(plan_.checkpoints / one);
     progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
-    // The dense expert product where its groups divide the matrices (8-bit
-    // codes; VQ4P keeps its int8 tables, MODEL.md §2.3): every set has it
-    // and gives the scalar set's bits, and decode uses it too, so a token's
-    // logits do not depend on its wave, its chunk or the kernel set.
-    vq_dense_ = ops_.k->vq_rows_dense && geom_.I > 0 && geom_.index_bits == 8 && geom_.n_in % kVqDenseGroup == 0 &&
-                geom_.I % kVqDenseGroup == 0 && c_.book_entries() <= 256;
-    if (vq_dense_) {
-        const int64_t E = c_.book_entries();
-        books_em_.resize((size_t)(c_.n_books() * E * 8));
-        for (int64_t id = 0; id < c_.n_books(); id++) {
-            const float *b = c_.book(id);
-            float *o = books_em_.data() + id * E * 8;
-            for (int64_t c = 0; c < E; c++)
-                for (int j = 0; j < 8; j++) o[c * 8 + j] = b[j * E + c];
-        }
-    }
     if (want_tower) {
         progress("vision", -1);
         auto t = std::make_unique<vision::VisionTower>();

@@ -293,13 +293,6 @@ private:
         std::vector<Tokens> tokens;
     } moe_scratch_;
     std::vector<float> mla_wuk_;  // W_UK as floats for a prompt chunk (model/mla.cpp)
-    // The dense expert product (Kernels::vq_rows_dense; ffn.cpp): the
-    // container's codebooks entry-major (8 floats an entry; the tables'
-    // copy is component-major), made at open where the product applies,
-    // else empty. A few MB: 8 KB per 256-entry book.
-    std::vector<float> books_em_;
-    bool vq_dense_ = false;
-    const float *book_em(int64_t id) const { return books_em_.data() + id * (int64_t)c_.book_entries() * 8; }
     // The attention blocks' projections of a chunk (kda.cpp, mla.cpp), grown
     // once: fresh vectors of about a megabyte each were mapped, faulted in
     // and zeroed per chunk and layer (11 % of a 512-token prompt on a cut of

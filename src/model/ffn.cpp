@@ -251,8 +251,8 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
     // 113 MB of page faults and memset per layer for a 64-token chunk (30 %
     // of prefill in a profile). Every element read is written first.
     std::vector<float> &Tg = moe_scratch_.tg, &Tu = moe_scratch_.tu;
-    if (!vq_dense_ && Tg.size() < (size_t)n * tsz_in) Tg.resize((size_t)n * tsz_in);
-    if (!vq_dense_ && Tu.size() < (size_t)n * tsz_in) Tu.resize((size_t)n * tsz_in);
+    if (Tg.size() < (size_t)n * tsz_in) Tg.resize((size_t)n * tsz_in);
+    if (Tu.size() < (size_t)n * tsz_in) Tu.resize((size_t)n * tsz_in);
     std::vector<int8_t> Tgq, Tuq;
     std::vector<float> lg, lu;
     const int64_t nb_in = (nv_in + 31) / 32;
@@ -262,14 +262,12 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             bg[s] = c_.book(mw.codebook_base + 0 * S + s);
             bu[s] = c_.book(mw.codebook_base + 1 * S + s);
         }
-        // The dense product reads the inputs themselves.
-        if (!vq_dense_)
-            ops_.pool->parallel_for(n, std::max<int64_t>(1, 65536 / (nv_in * S * Es * 8)), [&](int64_t t0, int64_t t1) {
-                for (int64_t t = t0; t < t1; t++) {
-                    ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg.data() + t * tsz_in);
-                    ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu.data() + t * tsz_in);
-                }
-            });
+        ops_.pool->parallel_for(n, std::max<int64_t>(1, 65536 / (nv_in * S * Es * 8)), [&](int64_t t0, int64_t t1) {
+            for (int64_t t = t0; t < t1; t++) {
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg.data() + t * tsz_in);
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu.data() + t * tsz_in);
+            }
+        });
         if (p6) {
             // +64: the gather kernels read whole words at byte offsets.
             Tgq.resize((size_t)n * tsz_in + 64);
@@ -336,46 +334,6 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             if (split) ops_.pool->parallel_for(rows, std::max<int64_t>(64, 65536 / (nv * S)), body);
             else body(0, rows);
         };
-        // The dense product (Kernels::vq_rows_dense): each row's codes become
-        // floats once for a block of this expert's tokens, which go through
-        // its FMAs together; one token (decode) takes the same sums. Per
-        // token, the table product looked up three table entries for every
-        // 8 weights (over half of a 512-token prompt on the 48B shape).
-        if (vq_dense_) {
-            MoeScratch::Tokens &w = moe_scratch_.tokens[(size_t)std::max(worker, 0)];
-            constexpr int64_t G = 64;  // tokens per block: G x nin inputs and outputs stay in L2
-            const int64_t m_max = std::min<int64_t>(G, (int64_t)list.size());
-            float *const xb = grow(w.td, m_max * nin).data(), *const a = grow(w.a, m_max * I).data(),
-                         *const b = grow(w.b, m_max * I).data(), *const yb = grow(w.scratch, m_max * nin).data();
-            const float *bgd[8], *bud[8], *bdd[8];
-            for (int s = 0; s < S; s++) {
-                bgd[s] = book_em(ev.codebook_id + 0 * S + s);
-                bud[s] = book_em(ev.codebook_id + 1 * S + s);
-                bdd[s] = book_em(ev.codebook_id + 2 * S + s);
-            }
-            auto product = [&](const uint8_t *idx, int64_t nv, const float *const *books, const float *sc,
-                               const float *X, int64_t m, float *Y, int64_t rows) {
-                auto body = [&](int64_t r0, int64_t r1) {
-                    ops_.k->vq_rows_dense(idx, nv, S, books, sc, X, nv * 8, m, Y, rows, r0, r1);
-                };
-                if (split) ops_.pool->parallel_for(rows, 16, body);
-                else body(0, rows);
-            };
-            for (size_t g0 = 0; g0 < list.size(); g0 += (size_t)G) {
-                const int64_t m = std::min<int64_t>(G, (int64_t)(list.size() - g0));
-                for (int64_t i = 0; i < m; i++)
-                    std::copy_n(Xin + list[g0 + (size_t)i].first * nin, nin, xb + i * nin);
-                product(ev.gate, nv_in, bgd, sg.data(), xb, m, a, I);
-                product(ev.up, nv_in, bud, su.data(), xb, m, b, I);
-                act(a, b, m * I);
-                product(ev.down, nv_I, bdd, sd.data(), a, m, yb, nin);
-                for (int64_t i = 0; i < m; i++) {
-                    const auto [t, j] = list[g0 + (size_t)i];
-                    std::copy_n(yb + i * nin, nin, Yexp.data() + (t * k + j) * nin);
-                }
-            }
-            return Status::ok();
-        }
         // Four or more of the chunk's tokens on this expert: their products
         // share each code byte (vq_gemm_u8_tokens), in groups of at most
         // kVqTokensMax. Same bits as one token at a time.
@@ -432,7 +390,6 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
     };
 
     const int nthr = ops_.pool->size();
-    if (moe_scratch_.tokens.empty()) moe_scratch_.tokens.resize(1);  // the dense product's, one expert at a time
     if (nthr > 1 && (int64_t)tasks.size() >= 2 * nthr) {
         // Expert-parallel: each thread takes whole experts, next-free first.
         // Splitting every product's rows instead costs three pool round

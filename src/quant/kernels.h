@@ -51,21 +51,7 @@ struct Kernels {
     // each input load. Indexed by QFmt; nullptr: row_dot per input.
     void (*rows_dot_n[8])(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
                           int64_t ldy);
-    // Byte-coded VQ rows [r0, r1) as floats, for n inputs sharing them (a
-    // prompt's tokens routed to one expert; decode is n = 1, the same sums):
-    // w[8v + j] = book_0[c_0][j] + book_1[c_1][j] + ... (stages in order),
-    // Y[t·ldy + r] = scale[r] · Σ_g part_g, where part_g is group g's
-    // kVqDenseGroup elements summed as the grouped trunk formats sum a
-    // group: 32 lanes of fused multiply-adds from zero, reduced pairwise
-    // (j + 16, + 8, + 4, + 2, + 1); groups added in order from 0.0f. books:
-    // per stage, 256 entries of 8 floats (entry-major). nv·8 must be a
-    // multiple of kVqDenseGroup. Every set gives the scalar set's bits.
-    void (*vq_rows_dense)(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                          const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1);
 };
-
-// Elements per group of the dense VQ product (vq_rows_dense).
-constexpr int64_t kVqDenseGroup = 256;
 
 // Inputs per block of a batched trunk product (rows_dot_n over many
 // tokens): a block's inputs stay in L2 (256 KB) while every row of a slice

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "quant/kernels.h"
 #include "quant/tower_math.h"
@@ -147,40 +146,6 @@ template <int Bits>
 void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
                     int64_t ldy) {
     for (int64_t r = r0; r < r1; r++) grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
-}
-
-// vq_rows_dense: a row's group dequantised once (stages added in order),
-// then every input through 32 lanes of FMAs reduced in hsum4's order: the
-// scalar reference's sums, so its bits.
-void vq_rows_dense(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                   const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
-    constexpr int64_t G = kVqDenseGroup;
-    alignas(32) float wf[G];
-    const int64_t ng = nv * 8 / G;
-    std::vector<float> acc((size_t)n);
-    for (int64_t r = r0; r < r1; r++) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t g = 0; g < ng; g++) {
-            const uint8_t *u = idx + (((r >> 6) * nv + g * (G / 8)) * 64 + (r & 63)) * S;
-            for (int64_t v = 0; v < G / 8; v++, u += 64 * S) {
-                __m256 w = _mm256_loadu_ps(books[0] + 8 * u[0]);
-                for (int s = 1; s < S; s++) w = _mm256_add_ps(w, _mm256_loadu_ps(books[s] + 8 * u[s]));
-                _mm256_store_ps(wf + 8 * v, w);
-            }
-            for (int64_t t = 0; t < n; t++) {
-                const float *x = X + t * ldx + g * G;
-                __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
-                for (int64_t i = 0; i < G; i += 32) {
-                    s0 = _mm256_fmadd_ps(_mm256_load_ps(wf + i), _mm256_loadu_ps(x + i), s0);
-                    s1 = _mm256_fmadd_ps(_mm256_load_ps(wf + i + 8), _mm256_loadu_ps(x + i + 8), s1);
-                    s2 = _mm256_fmadd_ps(_mm256_load_ps(wf + i + 16), _mm256_loadu_ps(x + i + 16), s2);
-                    s3 = _mm256_fmadd_ps(_mm256_load_ps(wf + i + 24), _mm256_loadu_ps(x + i + 24), s3);
-                }
-                acc[(size_t)t] += hsum4(s0, s1, s2, s3);
-            }
-        }
-        for (int64_t t = 0; t < n; t++) Y[t * ldy + r] = scale[r] * acc[(size_t)t];
-    }
 }
 
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
@@ -390,7 +355,6 @@ const Kernels *kernels_avx2() {
         tower::gelu_erf<D4>,
         vq_gemm_u8_tokens,
         {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
-        vq_rows_dense,
     };
     return &k;
 }

@@ -338,108 +338,6 @@ void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, in
     for (; r < r1; r++) grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
 }
 
-// One group (kVqDenseGroup elements) of VQ row r as floats: each vector
-// position's stages added in order (book_0 + book_1 + ...), as the scalar
-// reference adds them.
-inline void vq_group_floats(const uint8_t *idx, int64_t nv, int S, const float *const *books, int64_t r, int64_t v0,
-                            float *wf) {
-    const uint8_t *u = idx + (((r >> 6) * nv + v0) * 64 + (r & 63)) * S;
-    const int64_t step = 64 * S;  // the next vector position of the same row
-    for (int64_t v = 0; v < kVqDenseGroup / 8; v++, u += step) {
-        __m256 w = _mm256_loadu_ps(books[0] + 8 * u[0]);
-        for (int s = 1; s < S; s++) w = _mm256_add_ps(w, _mm256_loadu_ps(books[s] + 8 * u[s]));
-        _mm256_store_ps(wf + 8 * v, w);
-    }
-}
-
-// vq_rows_dense, four rows at a time against pairs of inputs (as
-// grouped_rows4: each input pair's loads feed four rows' FMAs, and the
-// group's dequantised rows stay in L1 for a block of 16 inputs). Per (row,
-// input) the group sums are the scalar reference's: lanes j and j + 16
-// from zero, hsum's pairing; groups added in order; the scale last.
-void vq_dense_rows4(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                    const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r) {
-    constexpr int64_t G = kVqDenseGroup;
-    alignas(64) float wf[4][G];
-    alignas(64) float part[16];
-    const int64_t ng = nv * 8 / G;
-    const __m512 scv = _mm512_setr_ps(scale[r], scale[r], scale[r + 1], scale[r + 1], scale[r + 2], scale[r + 2],
-                                      scale[r + 3], scale[r + 3], scale[r], scale[r], scale[r + 1], scale[r + 1],
-                                      scale[r + 2], scale[r + 2], scale[r + 3], scale[r + 3]);
-    for (int64_t t0 = 0; t0 < n; t0 += 16) {
-        const int64_t m = std::min<int64_t>(16, n - t0);
-        const int64_t nq = (m + 3) / 4;
-        const float *xs[16];
-        for (int64_t k = 0; k < 16; k++) xs[k] = X + (t0 + (k < m ? k : 0)) * ldx;
-        __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-        for (int64_t g = 0; g < ng; g++) {
-            for (int i = 0; i < 4; i++) vq_group_floats(idx, nv, S, books, r + i, g * (G / 8), wf[i]);
-            const int64_t i0 = g * G;
-            for (int64_t qd = 0; qd < nq; qd++) {
-                __m512 half[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
-                for (int h = 0; h < 2; h++) {
-                    if (4 * qd + 2 * h >= m) break;  // no input of this pair is stored
-                    const float *x0 = xs[4 * qd + 2 * h] + i0, *x1 = xs[4 * qd + 2 * h + 1] + i0;
-                    __m512 s0[8], s1[8];
-                    for (int k = 0; k < 8; k++) s0[k] = s1[k] = _mm512_setzero_ps();
-                    for (int64_t i = 0; i < G; i += 32) {
-                        const __m512 a0 = _mm512_loadu_ps(x0 + i), a1 = _mm512_loadu_ps(x0 + i + 16);
-                        const __m512 b0 = _mm512_loadu_ps(x1 + i), b1 = _mm512_loadu_ps(x1 + i + 16);
-                        for (int row = 0; row < 4; row++) {
-                            const __m512 w0 = _mm512_load_ps(wf[row] + i), w1 = _mm512_load_ps(wf[row] + i + 16);
-                            s0[2 * row] = _mm512_fmadd_ps(w0, a0, s0[2 * row]);
-                            s1[2 * row] = _mm512_fmadd_ps(w1, a1, s1[2 * row]);
-                            s0[2 * row + 1] = _mm512_fmadd_ps(w0, b0, s0[2 * row + 1]);
-                            s1[2 * row + 1] = _mm512_fmadd_ps(w1, b1, s1[2 * row + 1]);
-                        }
-                    }
-                    for (int k = 0; k < 8; k++) s0[k] = _mm512_add_ps(s0[k], s1[k]);
-                    half[h] = hsum8_steps(s0);
-                }
-                acc[qd] = _mm512_add_ps(acc[qd], hsum16_final(half[0], half[1]));
-            }
-        }
-        for (int64_t qd = 0; qd < nq; qd++) {
-            _mm512_store_ps(part, _mm512_mul_ps(scv, acc[qd]));
-            for (int h = 0; h < 2; h++)
-                for (int row = 0; row < 4; row++)
-                    for (int j = 0; j < 2; j++) {
-                        const int64_t k = 4 * qd + 2 * h + j;
-                        if (k < m) Y[(t0 + k) * ldy + r + row] = part[8 * h + 2 * row + j];
-                    }
-        }
-    }
-}
-
-// One row, input by input (the ragged ends of a row range).
-void vq_dense_row1(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                   const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r) {
-    constexpr int64_t G = kVqDenseGroup;
-    alignas(64) float wf[G];
-    const int64_t ng = nv * 8 / G;
-    for (int64_t t = 0; t < n; t++) {
-        const float *x = X + t * ldx;
-        float acc = 0.0f;
-        for (int64_t g = 0; g < ng; g++) {
-            vq_group_floats(idx, nv, S, books, r, g * (G / 8), wf);
-            __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-            for (int64_t i = 0; i < G; i += 32) {
-                s0 = _mm512_fmadd_ps(_mm512_load_ps(wf + i), _mm512_loadu_ps(x + g * G + i), s0);
-                s1 = _mm512_fmadd_ps(_mm512_load_ps(wf + i + 16), _mm512_loadu_ps(x + g * G + i + 16), s1);
-            }
-            acc += hsum(_mm512_add_ps(s0, s1));
-        }
-        Y[t * ldy + r] = scale[r] * acc;
-    }
-}
-
-void vq_rows_dense(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                   const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
-    int64_t r = r0;
-    for (; r + 4 <= r1; r += 4) vq_dense_rows4(idx, nv, S, books, scale, X, ldx, n, Y, ldy, r);
-    for (; r < r1; r++) vq_dense_row1(idx, nv, S, books, scale, X, ldx, n, Y, ldy, r);
-}
-
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     // For 16 entries at a time: T[c] = Σ_j x_j·book[c][j]; entries are
     // entry-major (8 floats each), so gather component j of 16 entries.
@@ -672,7 +570,6 @@ const Kernels *kernels_avx512() {
         // 2026-12-07 (fourth session).
         nullptr,
         {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
-        vq_rows_dense,
     };
     return &k;
 }

@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "quant/kernels.h"
 #include "quant/tower_math.h"
@@ -229,45 +228,6 @@ void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, in
     for (int64_t r = r0; r < r1; r++) row_grouped_n<Groups>(W, r, X, ldx, n, Y, ldy);
 }
 
-// vq_rows_dense: a row's group dequantised once (stages added in order),
-// then every input through Lanes32 (the scalar reference's 32 lanes and
-// pairing), so its bits.
-void vq_rows_dense(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                   const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
-    constexpr int64_t G = kVqDenseGroup;
-    alignas(16) float wf[G];
-    const int64_t ng = nv * 8 / G;
-    std::vector<float> acc((size_t)n);
-    for (int64_t r = r0; r < r1; r++) {
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        for (int64_t g = 0; g < ng; g++) {
-            const uint8_t *u = idx + (((r >> 6) * nv + g * (G / 8)) * 64 + (r & 63)) * S;
-            for (int64_t v = 0; v < G / 8; v++, u += 64 * S) {
-                const float *e0 = books[0] + 8 * u[0];
-                float32x4_t lo = vld1q_f32(e0), hi = vld1q_f32(e0 + 4);
-                for (int s = 1; s < S; s++) {
-                    const float *e = books[s] + 8 * u[s];
-                    lo = vaddq_f32(lo, vld1q_f32(e));
-                    hi = vaddq_f32(hi, vld1q_f32(e + 4));
-                }
-                vst1q_f32(wf + 8 * v, lo);
-                vst1q_f32(wf + 8 * v + 4, hi);
-            }
-            for (int64_t t = 0; t < n; t++) {
-                const float *x = X + t * ldx + g * G;
-                Lanes32 L;
-                for (int64_t i = 0; i < G; i += 32) {
-                    float32x4_t w[8];
-                    for (int k = 0; k < 8; k++) w[k] = vld1q_f32(wf + i + 4 * k);
-                    L.fma8(w, x + i);
-                }
-                acc[(size_t)t] += L.reduce();
-            }
-        }
-        for (int64_t t = 0; t < n; t++) Y[t * ldy + r] = scale[r] * acc[(size_t)t];
-    }
-}
-
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     for (int64_t v = 0; v < nv; v++) {
         const float *xv = x + 8 * v;
@@ -417,7 +377,6 @@ const Kernels *kernels_neon() {
         nullptr,  // vq_gemm_u8_tokens: per token
         {nullptr, nullptr, rows_grouped_n<Q8Groups>, rows_grouped_n<Q4Groups>, nullptr, nullptr, nullptr,
          rows_grouped_n<Q3Groups>},
-        vq_rows_dense,
     };
     return &k;
 }

@@ -1,6 +1,5 @@
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include "quant/kernels.h"
 #include "quant/tower_math.h"
@@ -176,41 +175,6 @@ void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t 
     }
 }
 
-// Row r's code byte of stage s at vector position v (64-row blocks, vector
-// position major, then row, then stage: FORMAT.md).
-inline uint8_t vq_code(const uint8_t *idx, int64_t nv, int S, int64_t r, int64_t v, int s) {
-    return idx[(((r >> 6) * nv + v) * 64 + (r & 63)) * S + s];
-}
-
-void vq_rows_dense(const uint8_t *idx, int64_t nv, int S, const float *const *books, const float *scale,
-                   const float *X, int64_t ldx, int64_t n, float *Y, int64_t ldy, int64_t r0, int64_t r1) {
-    const int64_t cols = nv * 8;
-    std::vector<float> w((size_t)cols);
-    for (int64_t r = r0; r < r1; r++) {
-        for (int64_t v = 0; v < nv; v++) {
-            const float *e = books[0] + 8 * vq_code(idx, nv, S, r, v, 0);
-            for (int j = 0; j < 8; j++) w[(size_t)(8 * v + j)] = e[j];
-            for (int s = 1; s < S; s++) {
-                e = books[s] + 8 * vq_code(idx, nv, S, r, v, s);
-                for (int j = 0; j < 8; j++) w[(size_t)(8 * v + j)] += e[j];
-            }
-        }
-        for (int64_t t = 0; t < n; t++) {
-            const float *x = X + t * ldx;
-            float acc = 0.0f;
-            for (int64_t g0 = 0; g0 < cols; g0 += kVqDenseGroup) {
-                float l[32] = {0};
-                for (int64_t i = g0; i < g0 + kVqDenseGroup; i += 32)
-                    for (int k = 0; k < 32; k++) l[k] = std::fma(w[(size_t)(i + k)], x[i + k], l[k]);
-                for (int h = 16; h >= 1; h /= 2)
-                    for (int k = 0; k < h; k++) l[k] += l[k + h];
-                acc += l[0];
-            }
-            Y[t * ldy + r] = scale[r] * acc;
-        }
-    }
-}
-
 // The reference: one product per input, so the bits are vq_gemv_u8's.
 void vq_gemm_u8_tokens(const float *const *T, int64_t m, const uint8_t *idx, int64_t nv, int S, int E,
                        const float *scale, float *const *y, int64_t r0, int64_t r1, float *) {
@@ -229,7 +193,6 @@ const Kernels kScalar = {
     tower::gelu_erf<tower::D1>,
     vq_gemm_u8_tokens,
     {},  // rows_dot_n: the reference is row_dot per input
-    vq_rows_dense,
 };
 
 }  // namespace

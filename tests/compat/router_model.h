@@ -19,10 +19,7 @@ inline sluice::SynthOptions router_shape_synth(const std::string &out) {
     o.heads = 4;
     o.experts = 64;
     o.top_k = 8;
-    // 256 wide, as hidden: the experts take the dense product
-    // (Kernels::vq_rows_dense, groups of 256), which the placements,
-    // chunks and thread counts of the tests on this model then cover.
-    o.moe_inter = 256;
+    o.moe_inter = 128;
     o.inter = 512;
     o.kda_heads = 4;
     o.kda_dim = 32;

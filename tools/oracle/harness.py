@@ -51,9 +51,6 @@ SYNTHETIC = [
     ("synth-deepseek-q3-vq2r", dict(family="deepseek", trunk_bits=3, experts="vq2r", seed=2)),
     ("synth-k3-q4", dict(family="k3", trunk_bits=4, experts="vq3r", seed=3)),
     ("synth-k3-q8-vq4p", dict(family="k3", trunk_bits=8, experts="vq4p", seed=3)),
-    # 256 wide: the dense expert product (narrower experts use the tables).
-    ("synth-kimi-linear-q4-wide", dict(family="kimi-linear", trunk_bits=4, experts="vq3r", seed=4, wide=True)),
-    ("synth-deepseek-q4-wide", dict(family="deepseek", trunk_bits=4, experts="vq3r", seed=5, wide=True)),
 ]
 
 

@@ -79,13 +79,11 @@ def f16_bits(a):
 
 
 # ------------------------------------------------------------------ configs
-def family_config(family, vocab, wide=False):
-    """(arch, tensor_prefix, config) of a tiny model of the family.  wide:
-    hidden and expert width 256, the engine's dense expert product's group
-    (narrower experts take the table product)."""
-    base = {"hidden_size": 256 if wide else 128, "vocab_size": vocab, "rms_norm_eps": 1e-5,
+def family_config(family, vocab):
+    """(arch, tensor_prefix, config) of a tiny model of the family."""
+    base = {"hidden_size": 128, "vocab_size": vocab, "rms_norm_eps": 1e-5,
             "num_attention_heads": 4, "first_k_dense_replace": 1,
-            "intermediate_size": 200, "moe_intermediate_size": 256 if wide else 96,
+            "intermediate_size": 200, "moe_intermediate_size": 96,
             "num_experts": 8, "num_experts_per_token": 2, "num_shared_experts": 1,
             "moe_renormalize": True, "kv_lora_rank": 32, "qk_nope_head_dim": 16,
             "qk_rope_head_dim": 8, "v_head_dim": 16, "bos_token_id": 1, "eos_token_id": 2}
@@ -339,7 +337,7 @@ def _clear(out_dir):
 
 
 def build(out_dir, family, trunk_bits=4, experts="vq3r", seed=1, codebook_seed=None,
-          vocab=160, wide=False):
+          vocab=160):
     """Write the container; returns its directory.  codebook_seed defaults
     to seed."""
     if trunk_bits not in (8, 4, 3):
@@ -347,7 +345,7 @@ def build(out_dir, family, trunk_bits=4, experts="vq3r", seed=1, codebook_seed=N
     if experts not in EXPERT_KINDS:
         raise ValueError("experts must be one of %s" % ", ".join(EXPERT_KINDS))
     cb_seed = seed if codebook_seed is None else codebook_seed
-    arch, prefix, cfg = family_config(family, vocab, wide)
+    arch, prefix, cfg = family_config(family, vocab)
     S, E, index_bits = EXPERT_KINDS[experts]
     _clear(out_dir)
 
