@@ -427,8 +427,7 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
         float *yr = Yr.data() + t * nin;
         for (int64_t j = 0; j < k; j++) {
             const float w = wt[(size_t)(t * k + j)];
-            const float *y = Yexp.data() + (t * k + j) * nin;
-            for (int64_t i = 0; i < nin; i++) yr[i] += w * y[i];
+            ops_.k->axpy(w, Yexp.data() + (t * k + j) * nin, yr, nin);
         }
     }
     std::vector<float> &Yd = grow(moe_scratch_.yd, n * d);

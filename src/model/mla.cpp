@@ -143,8 +143,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
                         const float *wr = wrow.data();
                         if (wuk) wr = wuk + (h * dn + i) * rkv;
                         else dequant_row(w.kvb, h * (dn + dv) + i, wrow.data());
-                        const float qi = qn[i];
-                        for (int64_t k = 0; k < rkv; k++) q[k] += wr[k] * qi;
+                        ops_.k->axpy(qn[i], wr, q, rkv);
                     }
                 }
             for (int64_t s0 = 0; s0 < ns_max; s0 += kb)
@@ -179,11 +178,7 @@ void Engine::mla_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
                         const float *eh = e.data() + (t * hn + h) * ns_max;
                         const float sum = sums[(size_t)(t * hn + h)];
                         float *c = ctx.data() + (t * hn + h) * rkv;
-                        for (int64_t s = s0; s < s1; s++) {
-                            const float al = eh[s] / sum;
-                            const float *cs = cache + s * row;
-                            for (int64_t k = 0; k < rkv; k++) c[k] += al * cs[k];
-                        }
+                        for (int64_t s = s0; s < s1; s++) ops_.k->axpy(eh[s] / sum, cache + s * row, c, rkv);
                     }
                 }
             // o_h = W_UV^h · ctx.

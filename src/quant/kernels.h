@@ -51,6 +51,10 @@ struct Kernels {
     // each input load. Indexed by QFmt; nullptr: row_dot per input.
     void (*rows_dot_n[8])(const QTensor &W, int64_t r0, int64_t r1, const float *X, int64_t ldx, int64_t n, float *Y,
                           int64_t ldy);
+    // y[i] = y[i] + a·x[i], the product rounded before the add (never fused),
+    // element by element: every set gives the same bits as the loop in
+    // generic code (MLA's weighted sums over its cache, the MoE's sum).
+    void (*axpy)(float a, const float *x, float *y, int64_t n);
 };
 
 // Inputs per block of a batched trunk product (rows_dot_n over many

@@ -148,6 +148,14 @@ void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, in
     for (int64_t r = r0; r < r1; r++) grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
 }
 
+void axpy(float a, const float *x, float *y, int64_t n) {
+    const __m256 av = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(av, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     for (int64_t v = 0; v < nv; v++) {
         const float *xv = x + 8 * v;
@@ -355,6 +363,7 @@ const Kernels *kernels_avx2() {
         tower::gelu_erf<D4>,
         vq_gemm_u8_tokens,
         {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
+        axpy,
     };
     return &k;
 }

@@ -338,6 +338,14 @@ void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, in
     for (; r < r1; r++) grouped_rows<Bits>(W, r, X, ldx, n, Y + r, ldy);
 }
 
+void axpy(float a, const float *x, float *y, int64_t n) {
+    const __m512 av = _mm512_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_loadu_ps(y + i), _mm512_mul_ps(av, _mm512_loadu_ps(x + i))));
+    for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     // For 16 entries at a time: T[c] = Σ_j x_j·book[c][j]; entries are
     // entry-major (8 floats each), so gather component j of 16 entries.
@@ -570,6 +578,7 @@ const Kernels *kernels_avx512() {
         // 2026-12-07 (fourth session).
         nullptr,
         {nullptr, nullptr, rows_grouped_n<8>, rows_grouped_n<4>, nullptr, nullptr, nullptr, rows_grouped_n<3>},
+        axpy,
     };
     return &k;
 }

@@ -228,6 +228,12 @@ void rows_grouped_n(const QTensor &W, int64_t r0, int64_t r1, const float *X, in
     for (int64_t r = r0; r < r1; r++) row_grouped_n<Groups>(W, r, X, ldx, n, Y, ldy);
 }
 
+void axpy(float a, const float *x, float *y, int64_t n) {
+    int64_t i = 0;
+    for (; i + 4 <= n; i += 4) vst1q_f32(y + i, vaddq_f32(vld1q_f32(y + i), vmulq_n_f32(vld1q_f32(x + i), a)));
+    for (; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
 void vq_table(const float *x, int64_t nv, int S, int E, const float *const *books, float *T) {
     for (int64_t v = 0; v < nv; v++) {
         const float *xv = x + 8 * v;
@@ -377,6 +383,7 @@ const Kernels *kernels_neon() {
         nullptr,  // vq_gemm_u8_tokens: per token
         {nullptr, nullptr, rows_grouped_n<Q8Groups>, rows_grouped_n<Q4Groups>, nullptr, nullptr, nullptr,
          rows_grouped_n<Q3Groups>},
+        axpy,
     };
     return &k;
 }

@@ -175,6 +175,10 @@ void vq_gemv_p6(const int8_t *Tq, const float *lam, const uint8_t *idx, int64_t 
     }
 }
 
+void axpy(float a, const float *x, float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) y[i] = y[i] + a * x[i];
+}
+
 // The reference: one product per input, so the bits are vq_gemv_u8's.
 void vq_gemm_u8_tokens(const float *const *T, int64_t m, const uint8_t *idx, int64_t nv, int S, int E,
                        const float *scale, float *const *y, int64_t r0, int64_t r1, float *) {
@@ -193,6 +197,7 @@ const Kernels kScalar = {
     tower::gelu_erf<tower::D1>,
     vq_gemm_u8_tokens,
     {},  // rows_dot_n: the reference is row_dot per input
+    axpy,
 };
 
 }  // namespace

@@ -112,6 +112,31 @@ TEST(Kernels, RowsDotNBitIdenticalToOneInputAtATime) {
     if (tested == 0) GTEST_SKIP() << "no kernel set on this CPU has batched rows";
 }
 
+// axpy rounds the product before the add on every set: the bits of the
+// generic loop it replaces (y[i] += a * x[i] with contraction off).
+TEST(Kernels, AxpyBitIdenticalToTheLoop) {
+    auto sets = simd_sets();
+    sets.push_back(&kernels_scalar());
+    std::mt19937 rng(14);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (int64_t n : {1, 7, 16, 37, 512}) {
+        std::vector<float> x((size_t)n), y0((size_t)n);
+        for (auto &v : x) v = nd(rng);
+        for (auto &v : y0) v = nd(rng);
+        const float a = nd(rng);
+        std::vector<float> ref = y0;
+        for (int64_t i = 0; i < n; i++) {
+            volatile float p = a * x[(size_t)i];  // rounded on its own
+            ref[(size_t)i] = ref[(size_t)i] + p;
+        }
+        for (const Kernels *k : sets) {
+            std::vector<float> y = y0;
+            k->axpy(a, x.data(), y.data(), n);
+            EXPECT_EQ(std::memcmp(y.data(), ref.data(), (size_t)n * 4), 0) << k->name << " n=" << n;
+        }
+    }
+}
+
 // Several kVqTile tiles, ragged row ranges inside 64-row blocks, and 1-3
 // stages: the SIMD products keep the scalar kernel's tile order exactly.
 TEST(Kernels, VqGemvTilesAndRaggedRangesBitIdentical) {
