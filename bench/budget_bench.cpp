@@ -178,6 +178,9 @@ int main(int argc, char **argv) {
     cfg.io_engine = io_engine == "uring" ? SLUICE_IO_URING : io_engine == "threads" ? SLUICE_IO_THREADS : SLUICE_IO_AUTO;
     cfg.cache_policy = policy.c_str();
     cfg.no_hotlist = 1;  // a cold cache: the sweep measures streaming, not a warmed hotlist
+    // A 4,096-token prompt and its first decoded token need one position
+    // past the default context.
+    if (n_prompt + n_gen > 4096) cfg.max_context = n_prompt + n_gen;
     sluice_ctx *ctx = nullptr;
     const double t_open = now();
     if (sluice_open(model, &cfg, &ctx) != SLUICE_OK) {

@@ -552,6 +552,9 @@ int cmd_plan(const std::string &model, const Common &c, bool json) {
     std::printf("  trunk (resident)          %10.3f GiB\n", gib(p.trunk));
     std::printf("  KDA state                 %10.3f GiB\n", gib(p.kda_state));
     std::printf("  KDA checkpoints           %10.3f GiB  (prompt reuse: 4 checkpoints)\n", gib(p.checkpoints));
+    if (p.replay_log > 0)
+        std::printf("  KDA replay log            %10.3f GiB  (recent positions' recurrence inputs: rewinds replay them)\n",
+                    gib(p.replay_log));
     std::printf("  MLA KV cache              %10.3f GiB\n", gib(p.mla_kv));
     std::printf("  scratch                   %10.3f GiB\n", gib(p.scratch));
     std::printf("  minimum expert cache      %10.3f GiB  (2 x top-k records of %.2f MiB)\n", gib(p.min_cache),

@@ -80,7 +80,8 @@ class _Plan(_c.Structure):
                [("context", _i32), ("ram_source", _c.c_char * 160), ("choice", _c.c_char * 320), ("vision", _u64)] + \
                [(n, _u64) for n in ("runtime", "allocator_slack", "thread_stacks", "page_tables")] + \
                [("threads", _i32)] + [(n, _u64) for n in ("available", "reserve", "max_useful", "checkpoints")] + \
-               [("wave_tokens", _i32), ("wave", _u64), ("batch_tokens", _i32), ("batch", _u64), ("sessions", _u64)]
+               [("wave_tokens", _i32), ("wave", _u64), ("batch_tokens", _i32), ("batch", _u64), ("sessions", _u64),
+                ("replay_log", _u64)]
 
 
 class _Stats(_c.Structure):
@@ -100,7 +101,8 @@ class _Stats(_c.Structure):
                [("prefill_wave_tokens", _i32), ("prefill_waves", _u64), ("prefill_tokens", _u64),
                 ("prefill_moe_layers", _i32), ("prefill_reads_per_record_mean", _f64),
                 ("prefill_reads_per_record_max", _f64), ("memory_warmed_bytes", _u64), ("seconds_memory_warm", _f64),
-                ("records_into_cold_memory", _u64)]
+                ("records_into_cold_memory", _u64), ("rewind_tokens_replayed", _u64),
+                ("replay_log_positions", _u64)]
 
 
 class _ChatMessage(_c.Structure):

@@ -211,7 +211,10 @@ SLUICE_API sluice_status sluice_reset(sluice_ctx *ctx);
  *
  * MLA layers' cache is cut at the target. KDA layers' recurrent state
  * cannot be cut: it is restored from the newest checkpoint at or before
- * the target (the zero state at 0) and the tokens from there are evaluated
+ * the target (the zero state at 0) and taken from there to the target:
+ * replayed from the replay log when the log reaches back to the checkpoint
+ * (the recurrences' inputs of the last 128 positions, kept beside a
+ * non-empty pool: no trunk or expert work), else by evaluating the tokens
  * again. Checkpoints are kept every checkpoint_interval positions (64)
  * inside multi-token evaluations (a one-token decode step takes none),
  * where sluice_checkpoint is called (the end of a prompt), and at each
@@ -484,6 +487,10 @@ typedef struct sluice_stats {
     uint64_t memory_warmed_bytes;     /* record buffer memory made resident ahead of use */
     double seconds_memory_warm;       /* the time that took, off the reads' path */
     uint64_t records_into_cold_memory; /* reads whose buffer was not resident yet (each faulted it in) */
+    /* Prompt reuse: positions rewinds took by replaying the KDA recurrences
+       from the replay log (no trunk or expert work), and the log's length. */
+    uint64_t rewind_tokens_replayed;
+    uint64_t replay_log_positions;
 } sluice_stats;
 /* Per MoE layer, in layer order, of the last eval of more than one token:
  * records read / distinct records its tokens were routed to. Writes at most
@@ -548,6 +555,7 @@ typedef struct sluice_memory_plan {
                                   tables are per token) */
     uint64_t batch;            /* those tables beyond the chunk's, from the cache's room */
     uint64_t sessions;         /* sessions kept aside (sluice_config.session_bytes; part of floor) */
+    uint64_t replay_log;       /* the checkpoint pool's replay log (part of floor; 0 without a pool) */
 } sluice_memory_plan;
 
 /* Plans memory for a container from its manifest alone (nothing large is

@@ -465,6 +465,8 @@ sluice_status sluice_stats_get(sluice_ctx *ctx, sluice_stats *out) {
     out->checkpoint_capacity = cs.capacity;
     out->rewind_restores = cs.restores;
     out->rewind_tokens_reevaluated = cs.reevaluated;
+    out->rewind_tokens_replayed = cs.replayed;
+    out->replay_log_positions = cs.log_positions;
     const sluice::PrefillStats pf = ctx->engine.prefill_stats();
     out->prefill_wave_tokens = (int32_t)std::min<int64_t>(pf.wave_tokens, INT32_MAX);
     out->prefill_waves = pf.waves;
@@ -541,6 +543,7 @@ static void fill_plan(const sluice::MemoryPlan &p, int32_t context, sluice_memor
     out->reserve = p.reserve;
     out->max_useful = p.max_useful;
     out->checkpoints = p.checkpoints;
+    out->replay_log = p.replay_log;
     out->sessions = p.sessions;
     copy_str(out->ram_source, sizeof(out->ram_source), p.ram_source);
     copy_str(out->choice, sizeof(out->choice), p.choice);

@@ -95,6 +95,8 @@ CheckpointStats Engine::checkpoint_stats() const {
     s.capacity = ckpt_capacity_;
     s.restores = ckpt_restores_;
     s.reevaluated = ckpt_reevaluated_;
+    s.replayed = ckpt_replayed_;
+    s.log_positions = (uint64_t)log_cap_;
     return s;
 }
 
@@ -122,6 +124,11 @@ Status Engine::rewind(int n) {
         from = 0;
         for (const Checkpoint &c : ckpts_)
             if (c.pos <= n && c.pos > from) from = c.pos, best = &c;
+    }
+    // The log holds every position from the checkpoint to the target: the
+    // KDA recurrences are replayed from it (no token needs to be known).
+    const bool replay = recurrent && from < n && log_lo_ <= from && n <= log_hi_;
+    if (recurrent && !replay) {
         for (int p = from; p < n; p++)
             if (tokens_[(size_t)p] < 0)
                 return Status(SLUICE_E_STATE, "rewind: cannot reach position " + std::to_string(n) +
@@ -129,7 +136,9 @@ Status Engine::rewind(int n) {
                                                   " is not known (an image row or a loaded state); reset and "
                                                   "evaluate the prompt instead");
     }
-    std::vector<int32_t> again(tokens_.begin() + from, tokens_.begin() + n);
+    // The MLA cache is cut at the target when the log takes the KDA state
+    // there, else at the checkpoint (its rows are evaluated again).
+    const int cut = replay ? n : from;
     const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;
     for (int L = 0; L < cfg.n_layers; L++) {
         if (cfg.is_kda[(size_t)L]) {
@@ -142,17 +151,33 @@ Status Engine::rewind(int n) {
                 std::fill(k.ring.begin(), k.ring.end(), 0.0f);
             }
         } else {
-            mla_[(size_t)L].len = from;
-            mla_[(size_t)L].cache.resize((size_t)(from * row));
+            mla_[(size_t)L].len = cut;
+            mla_[(size_t)L].cache.resize((size_t)(cut * row));
         }
     }
     if (best) {
         for (Checkpoint &c : ckpts_)
             if (c.pos == from) c.seq = ++ckpt_seq_;  // used: the last to be evicted
     }
+    if (replay) {
+        for (int L = 0; L < cfg.n_layers; L++)
+            if (cfg.is_kda[(size_t)L])
+                for (int p = from; p < n; p++) kda_replay(L, p);
+        pos_ = n;
+        tokens_.resize((size_t)n);
+        drop_checkpoints_after(n);
+        log_hi_ = n;
+        ckpt_restores_++;
+        ckpt_replayed_ += (uint64_t)(n - from);
+        checkpoint();  // the next prompt sharing this prefix restores here directly
+        return Status::ok();
+    }
+    std::vector<int32_t> again(tokens_.begin() + from, tokens_.begin() + n);
     pos_ = from;
     tokens_.resize((size_t)from);
     drop_checkpoints_after(from);
+    log_hi_ = std::min(log_hi_, from);
+    log_lo_ = std::min(log_lo_, log_hi_);
     if (recurrent) ckpt_restores_++;
     // Evaluated with the next eval's tokens (eval), or alone where that
     // cannot be (settle). The pad token of an image among them is its table

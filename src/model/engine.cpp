@@ -64,6 +64,13 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
                            vision_bytes, threads, opt_.checkpoint_bytes, opt_.prefill_wave, opt_.session_bytes));
     wave_tokens_ = std::max<int64_t>(1, plan_.wave_tokens);
     if (const uint64_t one = checkpoint_bytes(cfg)) ckpt_capacity_ = (size_t)(plan_.checkpoints / one);
+    if (plan_.replay_log > 0) {
+        log_cap_ = kReplayLogPositions;
+        kda_log_.assign((size_t)cfg.n_layers, {});
+        const size_t each = (size_t)kReplayLogPositions * (size_t)(4 * cfg.kda_heads * cfg.kda_dim + cfg.kda_heads);
+        for (int L = 0; L < cfg.n_layers; L++)
+            if (cfg.is_kda[(size_t)L]) kda_log_[(size_t)L].resize(each);
+    }
     progress("trunk", -1);
     SLUICE_TRY(load_weights(c_, &w_));
     if (want_tower) {
@@ -203,6 +210,7 @@ void Engine::reset() {
     tokens_.clear();
     pending_.clear();
     due_.clear();
+    log_lo_ = log_hi_ = 0;
     drop_checkpoints_after(0);
     kda_.assign((size_t)cfg.n_layers, {});
     mla_.assign((size_t)cfg.n_layers, {});
@@ -351,6 +359,8 @@ Status Engine::eval_here(const int32_t *tokens, int64_t n, float *logits, bool a
     auto roll_back = [&] {
         pos_ = pos0;
         due_ = due0;
+        // Slots of earlier positions may hold this call's: none is trusted.
+        log_lo_ = log_hi_ = pos0;
         tokens_.resize((size_t)pos0);
         drop_checkpoints_after(pos0);
         const int64_t row = (int64_t)cfg.kv_lora + cfg.d_rope;

@@ -130,6 +130,8 @@ struct CheckpointStats {
     uint64_t capacity = 0;         // checkpoints the pool holds at most
     uint64_t restores = 0;         // rewinds that restored a checkpoint (or the zero state)
     uint64_t reevaluated = 0;      // tokens re-evaluated by rewinds, from a checkpoint to the target
+    uint64_t replayed = 0;         // positions rewinds replayed from the log instead (KDA recurrences only)
+    uint64_t log_positions = 0;    // the replay log's length (0: none)
 };
 
 class Engine {
@@ -256,7 +258,14 @@ private:
     Status moe_routed(int L, const float *Hn, int64_t n, int pos0, const int *sel, const float *wt, float *out,
                       std::vector<ExpertRef> *held);
     Status embed(const int32_t *tokens, int64_t n, float *X);
-    void kda_block(int L, const float *Hn, int64_t n, float *out);
+    void kda_block(int L, const float *Hn, int64_t n, int pos0, float *out);
+    // One position of KDA layer L from its raw projections (q, k, v: C
+    // floats each, overwritten by their convolutions; z: C; bt: H): the conv
+    // ring and S advance; ot (C floats; null: the state only) receives the
+    // gated read-out under gate gt.
+    void kda_step(int L, float *q, float *k, float *v, const float *z, const float *bt, const float *gt, float *ot);
+    // Position p of layer L again, from the replay log (the state only).
+    void kda_replay(int L, int p);
     void mla_block(int L, const float *Hn, int64_t n, int pos0, float *out);
     Status ffn_block(int L, const float *Hn, int64_t n, float *out);
     void dense_ffn(const DenseWeights &w, const float *Hn, int64_t n, float *out);
@@ -315,6 +324,17 @@ private:
     // both go into the next eval's waves.
     std::vector<int32_t> pending_;
     std::vector<int> due_;
+    // The replay log (checkpoints.cpp): per KDA layer, the recurrence's
+    // inputs (raw q/k/v projections, gate input z, beta logits: 4C + H
+    // floats) of the last log_cap_ positions, in slots p % log_cap_; valid
+    // for positions [log_lo_, log_hi_). A rewind whose checkpoint lies in
+    // it replays the KDA recurrences to its target instead of evaluating
+    // the tokens through the model (trunk and experts): about 1 ms a token
+    // against 100 on the 48B shape. Exact: the same step on the same inputs.
+    int log_cap_ = 0;
+    int log_lo_ = 0, log_hi_ = 0;
+    std::vector<std::vector<float>> kda_log_;
+    uint64_t ckpt_replayed_ = 0;
     // eval without the tokens a rewind left: the position, context and
     // roll-back logic.
     Status eval_here(const int32_t *tokens, int64_t n, float *logits, bool all);

@@ -8,11 +8,10 @@
 
 namespace sluice {
 
-void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
+void Engine::kda_block(int L, const float *Hn, int64_t n, int pos0, float *out) {
     const ModelConfig &cfg = c_.config();
     const KdaWeights &w = w_.layers[(size_t)L].k;
-    KdaState &st = kda_[(size_t)L];
-    const int64_t H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
+    const int64_t H = cfg.kda_heads, D = cfg.kda_dim, C = H * D;
     AttnScratch &sb = attn_scratch_;
     float *const Q = scratch(sb.q, n * C), *const Kp = scratch(sb.k, n * C), *const Vp = scratch(sb.v, n * C),
                  *const Fa = scratch(sb.fa, n * D), *const Z = scratch(sb.z, n * C), *const Bt = scratch(sb.b, n * H),
@@ -30,15 +29,46 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
         ops_.matmul(w.ga, Hn, n, Ga);
         ops_.matmul(w.gb, Ga, n, G);
     }
+    std::vector<float> *log = log_cap_ > 0 ? &kda_log_[(size_t)L] : nullptr;
+    for (int64_t t = 0; t < n; t++) {
+        if (log) {
+            // The recurrence's inputs at this position, for a rewind's replay.
+            float *e = log->data() + (size_t)((pos0 + t) % log_cap_) * (size_t)(4 * C + H);
+            std::copy_n(Q + t * C, C, e);
+            std::copy_n(Kp + t * C, C, e + C);
+            std::copy_n(Vp + t * C, C, e + 2 * C);
+            std::copy_n(Z + t * C, C, e + 3 * C);
+            std::copy_n(Bt + t * H, H, e + 4 * C);
+        }
+        kda_step(L, Q + t * C, Kp + t * C, Vp + t * C, Z + t * C, Bt + t * H, G + t * C, O + t * C);
+    }
+    ops_.matmul(w.o, O, n, out);
+}
 
+void Engine::kda_replay(int L, int p) {
+    const ModelConfig &cfg = c_.config();
+    const int64_t H = cfg.kda_heads, C = H * (int64_t)cfg.kda_dim;
+    const float *e = kda_log_[(size_t)L].data() + (size_t)(p % log_cap_) * (size_t)(4 * C + H);
+    // kda_step overwrites its projections with their convolutions.
+    float *const q = scratch(attn_scratch_.q, 3 * C);
+    std::copy_n(e, 3 * C, q);
+    kda_step(L, q, q + C, q + 2 * C, e + 3 * C, e + 4 * C, nullptr, nullptr);
+}
+
+void Engine::kda_step(int L, float *qr, float *kr, float *vr, const float *zt, const float *bt, const float *gt,
+                      float *ot) {
+    const ModelConfig &cfg = c_.config();
+    const KdaWeights &w = w_.layers[(size_t)L].k;
+    KdaState &st = kda_[(size_t)L];
+    const int64_t H = cfg.kda_heads, D = cfg.kda_dim, C = H * D, K = cfg.conv_kernel;
     const float eps = cfg.eps;
     const bool bounded = cfg.gate_lower_bound < 0.0f;
     const float lb = cfg.gate_lower_bound;
     const float qscale = 1.0f / std::sqrt((float)D);
     const int64_t R = K - 1;
-    for (int64_t t = 0; t < n; t++) {
+    {
         // Short causal convolution over raw projections, SiLU after (§4.1).
-        float *proj[3] = {Q + t * C, Kp + t * C, Vp + t * C};
+        float *proj[3] = {qr, kr, vr};
         const float *taps[3] = {w.qconv.data(), w.kconv.data(), w.vconv.data()};
         for (int m = 0; m < 3; m++) {
             float *ring = st.ring.data() + (size_t)(m * C * R);
@@ -54,9 +84,6 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
                 proj[m][c] = siluf(z);
             }
         }
-        const float *zt = Z + t * C;
-        const float *gt = G + t * C;
-        float *ot = O + t * C;
         ops_.pool->parallel_for(H, std::max<int64_t>(1, 16384 / (D * D)), [&](int64_t h0, int64_t h1) {
             std::vector<float> g((size_t)D), u((size_t)D), delta((size_t)D), o((size_t)D);
             for (int64_t h = h0; h < h1; h++) {
@@ -67,7 +94,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
                 for (int64_t j = 0; j < D; j++) qq += q[j] * q[j], kk += k[j] * k[j];
                 const float qn = 1.0f / std::sqrt(qq + 1e-12f), kn = 1.0f / std::sqrt(kk + 1e-12f);
                 for (int64_t j = 0; j < D; j++) q[j] = q[j] * qn * qscale, k[j] = k[j] * kn;
-                const float beta = sigmoidf(Bt[t * H + h]);
+                const float beta = sigmoidf(bt[h]);
                 const float a = std::exp(w.a_log[(size_t)h]);  // A_log is per head (§4.4)
                 for (int64_t j = 0; j < D; j++) {
                     const float zj = zt[h * D + j] + w.dt_bias[(size_t)(h * D + j)];
@@ -93,6 +120,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
                     const float ki = k[i];
                     for (int64_t j = 0; j < D; j++) row[j] += ki * delta[(size_t)j];
                 }
+                if (!ot) continue;  // a replay: the state only
                 std::fill(o.begin(), o.end(), 0.0f);
                 for (int64_t i = 0; i < D; i++) {
                     const float *row = S + i * D;
@@ -108,7 +136,6 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, float *out) {
             }
         });
     }
-    ops_.matmul(w.o, O, n, out);
 }
 
 }  // namespace sluice

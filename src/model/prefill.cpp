@@ -139,7 +139,7 @@ Status Engine::eval_wave(const int32_t *tokens, int64_t n, float *logits, bool a
             if (lw.kda) {
                 for (int p : marks)
                     if (p > at && p < at + m) m = p - at;
-                kda_block(L, Hn.data() + s0 * d, m, Y.data() + s0 * d);
+                kda_block(L, Hn.data() + s0 * d, m, at, Y.data() + s0 * d);
                 for (int p : marks)
                     if (p == at + (int)m)
                         for (Checkpoint &c : ckpts_)
@@ -194,6 +194,11 @@ Status Engine::eval_wave(const int32_t *tokens, int64_t n, float *logits, bool a
     }
     trace(-1, "final", X.data());
     pos_ += (int)n;
+    if (log_cap_ > 0) {
+        // Every KDA layer logged these positions (kda_block).
+        log_hi_ = pos_;
+        log_lo_ = std::max(log_lo_, pos_ - log_cap_);
+    }
 
     if (logits) {
         const int64_t first = all ? 0 : n - 1;

@@ -80,6 +80,7 @@ Status Engine::restore_session(const SavedSession &in) {
     tokens_.assign(in.tokens.begin(), in.tokens.end());
     pending_.clear();
     due_.clear();
+    log_lo_ = log_hi_ = in.pos;  // the copy holds no log
     for (int L = 0; L < cfg.n_layers; L++) {
         if (cfg.is_kda[(size_t)L]) {
             std::copy(in.kda[(size_t)L].S.begin(), in.kda[(size_t)L].S.end(), kda_[(size_t)L].S.begin());

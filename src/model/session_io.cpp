@@ -177,6 +177,7 @@ Status Engine::load_state(const std::string &path) {
     tokens_.assign((size_t)h.pos, -1);
     pending_.clear();
     due_.clear();
+    log_lo_ = log_hi_ = pos_;  // the file holds no log
     drop_checkpoints_after(0);
     return Status::ok();
 }

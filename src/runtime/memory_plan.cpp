@@ -121,6 +121,13 @@ uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested) {
     return (uint64_t)requested / one * one;
 }
 
+uint64_t replay_log_position_bytes(const ModelConfig &c) {
+    uint64_t n_kda = 0;
+    for (int L = 0; L < c.n_layers; L++) n_kda += c.is_kda[(size_t)L] ? 1 : 0;
+    const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim;
+    return n_kda * (4 * H * D + H) * 4;
+}
+
 uint64_t wave_bytes_per_token(const ModelConfig &c) {
     const uint64_t d = (uint64_t)c.hidden;
     // X, the normed input, the block output and the AttnRes input; with
@@ -178,6 +185,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // Twice: the live states and the copy a failed eval is rolled back to.
     p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.checkpoints = checkpoint_pool_bytes(c, checkpoint_pool);
+    p.replay_log = p.checkpoints > 0 ? (uint64_t)kReplayLogPositions * replay_log_position_bytes(c) : 0;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     p.sessions = session_bytes == kSessionBytesAuto
                      ? 2 * (2 * checkpoint_bytes(c) + p.mla_kv + (uint64_t)ctx * sizeof(int32_t))
@@ -241,7 +249,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
         p.wave_tokens = wave;
         p.wave = wave > chunk1 ? (uint64_t)(wave - chunk1) * per_wave_token : 0;
     }
-    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.sessions + p.mla_kv + p.scratch + p.wave + p.min_cache +
+    const uint64_t base = p.trunk + p.kda_state + p.checkpoints + p.replay_log + p.sessions + p.mla_kv + p.scratch + p.wave + p.min_cache +
                           p.vision + p.runtime + p.allocator_slack + p.thread_stacks;
     // Page tables: one 8-byte entry per 4 KiB page (1/512) of everything
     // resident; huge pages need fewer, so this is the most they take.

@@ -20,6 +20,12 @@ namespace sluice {
 // costs no expert reads (it did when each chunk read its records).
 constexpr int kCheckpointInterval = 64;
 constexpr int kDefaultCheckpoints = 4;
+// The replay log beside a non-empty pool: the KDA recurrences' inputs of
+// the last positions, so a rewind to a target the log reaches from a
+// checkpoint replays the recurrences only (model/checkpoints.cpp). Two
+// intervals: a target in the last interval always has its checkpoint in the
+// log (an agent's second turn diverged 72 tokens before the first's end).
+constexpr int kReplayLogPositions = 2 * kCheckpointInterval;
 // Sessions kept aside (sluice_session_save): the caller's bytes, or this
 // for room for two sessions of the model at the planned context, each its
 // KDA state, one checkpoint and its MLA rows.
@@ -30,6 +36,9 @@ uint64_t checkpoint_bytes(const ModelConfig &c);
 // The pool for a request: -1 = kDefaultCheckpoints checkpoints; otherwise
 // the bytes rounded down to whole checkpoints.
 uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested);
+// Bytes of one position of the replay log: every KDA layer's 4 x heads x
+// dim + heads floats.
+uint64_t replay_log_position_bytes(const ModelConfig &c);
 // Bytes one prompt token of a wave holds for the whole wave (residual
 // stream, layer input and output, AttnRes history, router scores).
 uint64_t wave_bytes_per_token(const ModelConfig &c);
@@ -38,6 +47,7 @@ struct MemoryPlan {
     uint64_t trunk = 0;        // resident trunk tensors (embedding rows stay on disk)
     uint64_t kda_state = 0;    // KDA state and conv rings, all KDA layers
     uint64_t checkpoints = 0;  // the prompt-reuse checkpoint pool (checkpoint_pool_bytes)
+    uint64_t replay_log = 0;   // its replay log: kReplayLogPositions positions when the pool is not empty
     uint64_t sessions = 0;     // sessions kept aside (sluice_session_save): the caller's limit
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
     uint64_t scratch = 0;      // activations, VQ tables and logits for one prefill chunk

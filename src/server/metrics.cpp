@@ -85,6 +85,9 @@ std::string Metrics::render(const SchedulerStats &q, const std::string &model) c
         metric(o, "sluice_prompt_tokens_reevaluated_total", "counter",
                "Positions evaluated again to rewind the KDA state from a checkpoint to a reused prefix's end.");
         o += "sluice_prompt_tokens_reevaluated_total " + std::to_string(e.rewind_tokens_reevaluated) + "\n";
+        metric(o, "sluice_prompt_tokens_replayed_total", "counter",
+               "Positions a rewind replayed from the KDA replay log instead (recurrences only, no trunk or experts).");
+        o += "sluice_prompt_tokens_replayed_total " + std::to_string(e.rewind_tokens_replayed) + "\n";
         metric(o, "sluice_sessions_kept", "gauge",
                "Other conversations' sessions kept aside (serve --session-cache-bytes), and their bytes below.");
         o += "sluice_sessions_kept " + std::to_string(e.sessions.held) + "\n";

@@ -75,6 +75,7 @@ struct SamplingParams {
 struct EngineStats {
     uint64_t tokens_evaluated = 0;
     uint64_t rewind_tokens_reevaluated = 0;  // prompt reuse: tokens a rewind evaluated again
+    uint64_t rewind_tokens_replayed = 0;     // and positions it replayed from the KDA replay log instead
     uint64_t expert_cache_hits = 0, expert_cache_misses = 0;
     uint64_t expert_reads = 0, expert_bytes_read = 0;
     double seconds_eval = 0, seconds_read = 0;

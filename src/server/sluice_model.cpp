@@ -204,6 +204,7 @@ public:
         if (sluice_stats_get(ctx_, &s) != SLUICE_OK) return false;
         out->tokens_evaluated = s.tokens_evaluated;
         out->rewind_tokens_reevaluated = s.rewind_tokens_reevaluated;
+        out->rewind_tokens_replayed = s.rewind_tokens_replayed;
         out->sessions = shelf_.stats();
         out->expert_cache_hits = s.expert_cache_hits;
         out->expert_cache_misses = s.expert_cache_misses;

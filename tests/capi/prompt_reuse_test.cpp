@@ -66,6 +66,13 @@ sluice_stats stats(sluice_ctx *ctx) {
 }
 
 // The session's tokens through the C API.
+// Positions rewinds took from a checkpoint to their targets between two
+// readings, evaluated again or replayed from the log.
+uint64_t moved(const sluice_stats &a, const sluice_stats &b) {
+    return (b.rewind_tokens_reevaluated - a.rewind_tokens_reevaluated) +
+           (b.rewind_tokens_replayed - a.rewind_tokens_replayed);
+}
+
 std::vector<int32_t> session(sluice_ctx *ctx) {
     size_t n = 0;
     const sluice_status st = sluice_session_tokens(ctx, nullptr, 0, &n);
@@ -115,13 +122,18 @@ void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep,
         EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + (ptrdiff_t)keep));
         // The newest checkpoint at or before keep is a multiple of the interval
         // (all of them are still in the pool here): only the tokens from it to
-        // keep are evaluated again. Without KDA layers nothing is.
+        // keep are taken again, replayed from the log where it reaches back
+        // to the checkpoint, else evaluated again. Without KDA layers nothing is.
         const uint64_t again = after.rewind_tokens_reevaluated - before.rewind_tokens_reevaluated;
+        const uint64_t replayed = after.rewind_tokens_replayed - before.rewind_tokens_replayed;
         const int every = o.interval == 0 ? 64 : o.interval;
         int64_t want = expect_again;
         if (want < 0)
             want = !m.recurrent || keep == n_first ? 0 : every > 0 ? (int64_t)(keep % (size_t)every) : (int64_t)keep;
-        EXPECT_EQ(again, (uint64_t)want);
+        const int64_t from = (int64_t)keep - want, log = (int64_t)after.replay_log_positions;
+        const bool in_log = log > 0 && from >= std::max<int64_t>(0, (int64_t)n_first - log);
+        EXPECT_EQ(again, in_log ? 0u : (uint64_t)want);
+        EXPECT_EQ(replayed, in_log ? (uint64_t)want : 0u);
         EXPECT_EQ(after.tokens_evaluated - before.tokens_evaluated, 0u) << "the rewind's tokens wait for the next eval";
 
         std::vector<float> got(V * (all ? tail.size() : 1));
@@ -148,6 +160,7 @@ void check_turn(const ReuseModel &m, const Opts &o, size_t n_first, size_t keep,
         if (m.recurrent && keep > 0 && keep < n_first && o.pool >= 0) {
             ASSERT_EQ(sluice_rewind(ctx, (int32_t)keep), SLUICE_OK);
             EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - end.rewind_tokens_reevaluated, 0u);
+            EXPECT_EQ(stats(ctx).rewind_tokens_replayed - end.rewind_tokens_replayed, 0u);
         }
         sluice_close(ctx);
     }
@@ -208,15 +221,15 @@ TEST(PromptReuse, CheckpointAtPromptEndAndRewindTarget) {
     sluice_stats s0 = stats(ctx);
     ASSERT_EQ(sluice_rewind(ctx, 20), SLUICE_OK);
     sluice_stats s1 = stats(ctx);
-    EXPECT_EQ(s1.rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 0u) << "the prompt-end checkpoint";
+    EXPECT_EQ(moved(s0, s1), 0u) << "the prompt-end checkpoint";
     ASSERT_EQ(sluice_eval(ctx, a.data() + 20, 10, nullptr), SLUICE_OK);
     ASSERT_EQ(sluice_rewind(ctx, 25), SLUICE_OK);  // from 20: 5 again, then a checkpoint at 25
     sluice_stats s2 = stats(ctx);
-    EXPECT_EQ(s2.rewind_tokens_reevaluated - s1.rewind_tokens_reevaluated, 5u);
+    EXPECT_EQ(moved(s1, s2), 5u);
     ASSERT_EQ(sluice_eval(ctx, a.data() + 25, 5, nullptr), SLUICE_OK);
     ASSERT_EQ(sluice_rewind(ctx, 25), SLUICE_OK);
     sluice_stats s3 = stats(ctx);
-    EXPECT_EQ(s3.rewind_tokens_reevaluated - s2.rewind_tokens_reevaluated, 0u) << "the rewind-target checkpoint";
+    EXPECT_EQ(moved(s2, s3), 0u) << "the rewind-target checkpoint";
     sluice_close(ctx);
 }
 
@@ -249,7 +262,7 @@ TEST(PromptReuse, PoolEvictsOldestWithinItsBytes) {
     EXPECT_EQ(s.checkpoint_capacity, 2u);
     ASSERT_EQ(sluice_rewind(ctx, 20), SLUICE_OK);  // 8 and 16 were evicted: from 0
     sluice_stats s2 = stats(ctx);
-    EXPECT_EQ(s2.rewind_tokens_reevaluated - s.rewind_tokens_reevaluated, 20u);
+    EXPECT_EQ(moved(s, s2), 20u);
     EXPECT_LE(s2.checkpoint_bytes, plan.checkpoints);
     sluice_close(ctx);
     check_turn(m, o, 40, 20, 7, 20);
@@ -290,11 +303,14 @@ TEST(PromptReuse, ErrorsAreReturnedAndLeaveTheSession) {
     sluice_close(ctx);
 }
 
-// The tokens a rewind leaves to evaluate wait for the next eval: a second
-// rewind inside them keeps fewer, a refused eval keeps them, a checkpoint
-// asked for past n_past is taken in the eval's pass, and the logits stay
-// those of a fresh evaluation (the server's turn: rewind, checkpoint at the
-// prompt's last token, one eval).
+// Where the replay log does not reach back to the checkpoint (a session of
+// 200 tokens: the log holds the last 128 positions, the pool the newest four
+// interval checkpoints), the tokens a rewind leaves to evaluate wait for the
+// next eval: a second rewind inside them keeps fewer, a refused eval keeps
+// them, a checkpoint asked for past n_past is taken in the eval's pass, and
+// the logits stay those of a fresh evaluation (the server's turn: rewind,
+// checkpoint at the prompt's last token, one eval). Saving the state
+// evaluates them first.
 TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
     std::string why;
     const auto &models = reuse_models(&why);
@@ -304,15 +320,18 @@ TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
     sluice_ctx *ctx = open_ctx(m.path, o);
     ASSERT_NE(ctx, nullptr);
     const size_t V = (size_t)sluice_n_vocab(ctx);
-    const auto first = ids(24, m.vocab, 6);  // checkpoints at 8, 16 and 24: the pool (4) keeps all
+    const auto first = ids(200, m.vocab, 6);
     ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK);
     const sluice_stats s0 = stats(ctx);
-    ASSERT_EQ(sluice_rewind(ctx, 14), SLUICE_OK);  // from the checkpoint at 8: 6 left
-    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 6u);
-    ASSERT_EQ(sluice_rewind(ctx, 11), SLUICE_OK);  // 3 of them kept
+    ASSERT_GT(s0.replay_log_positions, 0u);
+    ASSERT_LT(s0.replay_log_positions, 186u) << "the log must not reach position 14";
+    ASSERT_EQ(sluice_rewind(ctx, 14), SLUICE_OK);  // no checkpoint at or before 14 is kept: from 0
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 14u);
+    EXPECT_EQ(stats(ctx).rewind_tokens_replayed, s0.rewind_tokens_replayed);
+    ASSERT_EQ(sluice_rewind(ctx, 11), SLUICE_OK);  // 11 of them kept
     EXPECT_EQ(sluice_n_past(ctx), 11);
     EXPECT_EQ(session(ctx), std::vector<int32_t>(first.begin(), first.begin() + 11));
-    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 3u);
+    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 11u);
     EXPECT_EQ(stats(ctx).tokens_evaluated, s0.tokens_evaluated);
     EXPECT_EQ(sluice_checkpoint_at(ctx, 10), SLUICE_E_RANGE);
     EXPECT_NE(std::string(sluice_last_error(ctx)).find("before the session's end"), std::string::npos)
@@ -329,7 +348,7 @@ TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
     std::vector<float> got(V);
     ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
     const sluice_stats s1 = stats(ctx);
-    EXPECT_EQ(s1.tokens_evaluated - s0.tokens_evaluated, 3u + tail.size()) << "one pass for both";
+    EXPECT_EQ(s1.tokens_evaluated - s0.tokens_evaluated, 11u + tail.size()) << "one pass for both";
     std::vector<int32_t> whole(first.begin(), first.begin() + 11);
     whole.insert(whole.end(), tail.begin(), tail.end());
     Opts step = o;
@@ -339,22 +358,80 @@ TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
     ASSERT_EQ(ref.size(), V * whole.size());
     EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
     // Both checkpoints were taken in that pass: the rewind's target (11) and
-    // the one asked for (17). Rewinding to either evaluates nothing.
+    // the one asked for (17). Rewinding to either takes nothing again.
     ASSERT_EQ(sluice_rewind(ctx, 17), SLUICE_OK);
-    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s1.rewind_tokens_reevaluated);
+    EXPECT_EQ(moved(s1, stats(ctx)), 0u);
     ASSERT_EQ(sluice_rewind(ctx, 11), SLUICE_OK);
-    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s1.rewind_tokens_reevaluated);
+    EXPECT_EQ(moved(s1, stats(ctx)), 0u);
+    sluice_close(ctx);
+
     // Saving the state evaluates what a rewind left first: the file is the
     // state at n_past.
-    ASSERT_EQ(sluice_eval(ctx, tail.data(), 4, nullptr), SLUICE_OK);
-    ASSERT_EQ(sluice_rewind(ctx, 13), SLUICE_OK);  // from 11: 2 left
+    ctx = open_ctx(m.path, o);
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK);
+    const sluice_stats s2 = stats(ctx);
+    ASSERT_EQ(sluice_rewind(ctx, 30), SLUICE_OK);  // from 0: 30 left
     const std::string path = (std::filesystem::temp_directory_path() /
                               ("sluice-reuse-left-" + std::to_string(::getpid()))).string();
     ASSERT_EQ(sluice_state_save(ctx, path.c_str()), SLUICE_OK) << sluice_last_error(ctx);
-    EXPECT_EQ(stats(ctx).tokens_evaluated - s1.tokens_evaluated, 4u + 2u);
-    EXPECT_EQ(sluice_n_past(ctx), 13);
+    EXPECT_EQ(stats(ctx).tokens_evaluated - s2.tokens_evaluated, 30u);
+    EXPECT_EQ(sluice_n_past(ctx), 30);
     std::filesystem::remove(path);
     sluice_close(ctx);
+}
+
+// The replay log: a rewind whose checkpoint the log reaches evaluates no
+// token through the model (tokens_evaluated does not move), the next eval
+// evaluates only its own tokens, the logits are a fresh evaluation's, and a
+// failed eval leaves the log unused (the next rewind evaluates again).
+TEST(PromptReuse, ReplayLogTakesRewindsItReaches) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    for (const ReuseModel &m : models) {
+        if (!m.recurrent) continue;
+        SCOPED_TRACE(m.name);
+        const Opts o{3, 16, 0};
+        sluice_ctx *ctx = open_ctx(m.path, o);
+        ASSERT_NE(ctx, nullptr);
+        const size_t V = (size_t)sluice_n_vocab(ctx);
+        const auto first = ids(100, m.vocab, 8);
+        ASSERT_EQ(sluice_eval(ctx, first.data(), first.size(), nullptr), SLUICE_OK);
+        const sluice_stats s0 = stats(ctx);
+        ASSERT_GE(s0.replay_log_positions, 100u);
+        ASSERT_EQ(sluice_rewind(ctx, 75), SLUICE_OK);  // checkpoint 64: 11 replayed
+        const sluice_stats s1 = stats(ctx);
+        EXPECT_EQ(s1.rewind_tokens_replayed - s0.rewind_tokens_replayed, 11u);
+        EXPECT_EQ(s1.rewind_tokens_reevaluated, s0.rewind_tokens_reevaluated);
+        EXPECT_EQ(s1.tokens_evaluated, s0.tokens_evaluated);
+        EXPECT_EQ(sluice_n_past(ctx), 75);
+        const auto tail = ids(9, m.vocab, 9);
+        std::vector<float> got(V);
+        ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK);
+        EXPECT_EQ(stats(ctx).tokens_evaluated - s1.tokens_evaluated, tail.size());
+        std::vector<int32_t> whole(first.begin(), first.begin() + 75);
+        whole.insert(whole.end(), tail.begin(), tail.end());
+        Opts step = o;
+        step.chunk = 1;
+        step.wave = 1;
+        const std::vector<float> ref = fresh(m.path, whole, step);
+        ASSERT_EQ(ref.size(), V * whole.size());
+        EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
+        // A replay into a position the later eval logged again, then one
+        // more into the first prompt's part of the log.
+        ASSERT_EQ(sluice_rewind(ctx, 82), SLUICE_OK);  // checkpoint 80 (the tail's): 2 replayed
+        EXPECT_EQ(stats(ctx).rewind_tokens_replayed - s1.rewind_tokens_replayed, 2u);
+        ASSERT_EQ(sluice_rewind(ctx, 70), SLUICE_OK);  // checkpoint 64: 6 replayed
+        EXPECT_EQ(stats(ctx).rewind_tokens_replayed - s1.rewind_tokens_replayed, 8u);
+        ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK);
+        std::vector<int32_t> again(first.begin(), first.begin() + 70);
+        again.insert(again.end(), tail.begin(), tail.end());
+        const std::vector<float> ref2 = fresh(m.path, again, step);
+        EXPECT_EQ(std::memcmp(got.data(), ref2.data() + (again.size() - 1) * V, V * 4), 0) << "logits changed";
+        EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s0.rewind_tokens_reevaluated);
+        sluice_close(ctx);
+    }
 }
 
 // warp's fixtures of the three families, when present: a rewind inside the
@@ -409,8 +486,8 @@ TEST(PromptReuse, DecodeStepsKeepThePromptEndCheckpoint) {
     for (size_t i = 19; i < a.size(); i++) ASSERT_EQ(sluice_eval(ctx, &a[i], 1, nullptr), SLUICE_OK);
     const sluice_stats s0 = stats(ctx);
     EXPECT_EQ(s0.checkpoints_held, 2u);
-    ASSERT_EQ(sluice_rewind(ctx, 21), SLUICE_OK);  // from the prompt's end: 2 tokens again
-    EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated - s0.rewind_tokens_reevaluated, 2u);
+    ASSERT_EQ(sluice_rewind(ctx, 21), SLUICE_OK);  // from the prompt's end: 2 positions again
+    EXPECT_EQ(moved(s0, stats(ctx)), 2u);
     sluice_close(ctx);
 }
 

@@ -275,7 +275,7 @@ TEST_F(Pressure, FakeCgroupRoomBoundsTheDefaultBudget) {
     EXPECT_GT(p.page_tables, 0u);
     EXPECT_GT(p.thread_stacks, 0u);
     // Every term of the floor is named: what is left is the floor's own page tables.
-    const uint64_t named = p.trunk + p.kda_state + p.checkpoints + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
+    const uint64_t named = p.trunk + p.kda_state + p.checkpoints + p.replay_log + p.mla_kv + p.scratch + p.min_cache + p.vision + p.runtime +
                            p.allocator_slack + p.thread_stacks;
     ASSERT_GT(p.floor, named);
     EXPECT_LE(p.floor - named, p.page_tables);
