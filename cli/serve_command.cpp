@@ -225,6 +225,7 @@ int serve(ServeCommand &s) {
         cfg.session_bytes = sb;
     }
     cfg.checkpoint_interval = s.checkpoint_every;
+    cfg.replay_log = 1;  // agents resend a shared prefix with their own tail: rewinds inside the log are replays
     cfg.budget_bytes = budget;
     cfg.vision = s.vision ? 1 : 0;
     cfg.verify_records = s.verify ? 1 : 0;

@@ -56,7 +56,7 @@ class _Config(_c.Structure):
                 ("progress", _PROGRESS), ("progress_user", _c.c_void_p), ("no_pressure_watch", _i32),
                 ("pressure_poll_ms", _i32), ("pressure_reserve_bytes", _u64), ("memory_probe", _c.c_void_p),
                 ("memory_probe_user", _c.c_void_p), ("checkpoint_bytes", _c.c_int64), ("checkpoint_interval", _i32),
-                ("prefill_wave", _i32), ("session_bytes", _u64)]
+                ("prefill_wave", _i32), ("session_bytes", _u64), ("replay_log", _i32)]
 
 
 class _Info(_c.Structure):

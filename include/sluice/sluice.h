@@ -131,6 +131,13 @@ typedef struct sluice_config {
      * part of the floor). 0 = none may be kept; SLUICE_SESSION_BYTES_AUTO =
      * room for two sessions of this model at max_context. */
     uint64_t session_bytes;
+    /* Prompt reuse: 1 keeps a replay log beside the checkpoint pool (the KDA
+     * recurrences' inputs of the last 128 positions: 168 MB at
+     * Kimi-Linear-48B's shape, part of the floor), so a rewind whose
+     * checkpoint it reaches replays the recurrences instead of evaluating
+     * tokens again (see sluice_rewind). 0 (default) = none: one-shot callers
+     * keep the memory for the expert cache. sluice serve turns it on. */
+    int32_t replay_log;
 } sluice_config;
 
 typedef enum sluice_io_engine {

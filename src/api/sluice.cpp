@@ -176,6 +176,7 @@ sluice_status sluice_open(const char *path, const sluice_config *cfg_in, sluice_
     if (cfg.session_bytes > (1ull << 50) && cfg.session_bytes != SLUICE_SESSION_BYTES_AUTO)
         return fail(ctx, SLUICE_E_ARG, "sluice_open: session_bytes must be at most 2^50 (or SLUICE_SESSION_BYTES_AUTO)");
     opt.session_bytes = cfg.session_bytes == SLUICE_SESSION_BYTES_AUTO ? sluice::kSessionBytesAuto : cfg.session_bytes;
+    opt.replay_log = cfg.replay_log > 0;
     opt.metadata_only = cfg.metadata_only != 0;
     opt.pressure_watch = cfg.no_pressure_watch == 0;
     if (cfg.pressure_poll_ms < 0 || cfg.pressure_poll_ms > 60000)

@@ -61,7 +61,8 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     const int readers = opt_.io_depth > 0 ? read_queue_threads(opt_.io_engine, opt_.io_depth) : 0;
     const int threads = std::max(1, opt_.n_threads) + readers + 2;
     SLUICE_TRY(plan_memory(c_.manifest(), opt_.budget, opt_.max_context, opt_.prefill_chunk, paths, &plan_,
-                           vision_bytes, threads, opt_.checkpoint_bytes, opt_.prefill_wave, opt_.session_bytes));
+                           vision_bytes, threads, opt_.checkpoint_bytes, opt_.prefill_wave, opt_.session_bytes,
+                           opt_.replay_log));
     wave_tokens_ = std::max<int64_t>(1, plan_.wave_tokens);
     if (const uint64_t one = checkpoint_bytes(cfg)) ckpt_capacity_ = (size_t)(plan_.checkpoints / one);
     if (plan_.replay_log > 0) {

@@ -85,6 +85,9 @@ struct EngineOptions {
     // Sessions kept aside (saved_session.cpp), counted in the memory plan;
     // kSessionBytesAuto: two sessions at max_context (auto_session_bytes).
     uint64_t session_bytes = 0;
+    // Keep the KDA replay log beside the checkpoint pool (kReplayLogPositions
+    // positions, in the plan's floor): for callers that reuse prompts.
+    bool replay_log = false;
 };
 
 using TraceFn = std::function<void(int layer, const char *stage, int pos, const float *x, int hidden)>;

@@ -140,7 +140,7 @@ uint64_t wave_bytes_per_token(const ModelConfig &c) {
 
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
                    MemoryPlan *out, uint64_t vision_bytes, int threads, int64_t checkpoint_pool, int64_t wave,
-                   uint64_t session_bytes) {
+                   uint64_t session_bytes, bool replay_log) {
     std::string source;
     const uint64_t ram = ram_limit_bytes(paths.cgroup_root, paths.proc_cgroup, &source);
     const MemStatus ms = read_mem_status(paths);
@@ -152,13 +152,13 @@ Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chun
     const uint64_t step = 8ull << 20;
     const uint64_t runtime = fp.measured ? (fp.total() / step + 1) * step : 0;
     return plan_memory_for_ram(m, budget, ctx, chunk, ram, source, out, vision_bytes, threads, avail, checkpoint_pool,
-                               runtime, wave, session_bytes);
+                               runtime, wave, session_bytes, replay_log);
 }
 
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes, int threads,
                            uint64_t available, int64_t checkpoint_pool, uint64_t runtime_bytes, int64_t wave,
-                           uint64_t session_bytes) {
+                           uint64_t session_bytes, bool replay_log) {
     const ModelConfig &c = m.cfg;
     MemoryPlan p;
     uint64_t largest_block = 0;  // the largest single allocation (allocator slack below)
@@ -185,7 +185,7 @@ Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int6
     // Twice: the live states and the copy a failed eval is rolled back to.
     p.kda_state = 2 * (uint64_t)n_kda * (H * D * D + 3 * H * D * (K - 1)) * 4;
     p.checkpoints = checkpoint_pool_bytes(c, checkpoint_pool);
-    p.replay_log = p.checkpoints > 0 ? (uint64_t)kReplayLogPositions * replay_log_position_bytes(c) : 0;
+    p.replay_log = replay_log && p.checkpoints > 0 ? (uint64_t)kReplayLogPositions * replay_log_position_bytes(c) : 0;
     p.mla_kv = (uint64_t)n_mla * (uint64_t)ctx * (uint64_t)(c.kv_lora + c.d_rope) * 4;
     p.sessions = session_bytes == kSessionBytesAuto
                      ? 2 * (2 * checkpoint_bytes(c) + p.mla_kv + (uint64_t)ctx * sizeof(int32_t))

@@ -47,7 +47,7 @@ struct MemoryPlan {
     uint64_t trunk = 0;        // resident trunk tensors (embedding rows stay on disk)
     uint64_t kda_state = 0;    // KDA state and conv rings, all KDA layers
     uint64_t checkpoints = 0;  // the prompt-reuse checkpoint pool (checkpoint_pool_bytes)
-    uint64_t replay_log = 0;   // its replay log: kReplayLogPositions positions when the pool is not empty
+    uint64_t replay_log = 0;   // its replay log, when asked for: kReplayLogPositions positions beside a pool
     uint64_t sessions = 0;     // sessions kept aside (sluice_session_save): the caller's limit
     uint64_t mla_kv = 0;       // MLA latent cache at the planned context
     uint64_t scratch = 0;      // activations, VQ tables and logits for one prefill chunk
@@ -102,7 +102,7 @@ uint64_t ram_limit_bytes(const std::string &cgroup_root, const std::string &proc
 // a quarter of the cache's room holds (never under chunk).
 Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, const MemPaths &paths,
                    MemoryPlan *out, uint64_t vision_bytes = 0, int threads = 0, int64_t checkpoint_pool = -1,
-                   int64_t wave = 0, uint64_t session_bytes = 0);
+                   int64_t wave = 0, uint64_t session_bytes = 0, bool replay_log = false);
 
 // The same with only the cgroup tree named (/proc/meminfo and PSI as they are).
 inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk,
@@ -120,7 +120,8 @@ inline Status plan_memory(const Manifest &m, uint64_t budget, int64_t ctx, int64
 Status plan_memory_for_ram(const Manifest &m, uint64_t budget, int64_t ctx, int64_t chunk, uint64_t ram_limit,
                            const std::string &ram_source, MemoryPlan *out, uint64_t vision_bytes = 0,
                            int threads = 0, uint64_t available = 0, int64_t checkpoint_pool = -1,
-                           uint64_t runtime_bytes = 0, int64_t wave = 0, uint64_t session_bytes = 0);
+                           uint64_t runtime_bytes = 0, int64_t wave = 0, uint64_t session_bytes = 0,
+                           bool replay_log = false);
 
 // Threads counted when the caller does not say, as an engine with the
 // defaults starts them: one compute thread per CPU (the caller is one), the

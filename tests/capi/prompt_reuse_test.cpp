@@ -24,6 +24,7 @@ struct Opts {
     int interval = 8;
     int64_t pool = 0;  // sluice_config.checkpoint_bytes
     int wave = 0;      // sluice_config.prefill_wave (0: the plan's, the whole prompt here)
+    int log = 1;       // sluice_config.replay_log (as sluice serve opens a model)
 };
 
 sluice_ctx *open_ctx(const std::string &path, const Opts &o) {
@@ -35,6 +36,7 @@ sluice_ctx *open_ctx(const std::string &path, const Opts &o) {
     cfg.prefill_chunk = o.chunk;
     cfg.checkpoint_interval = o.interval;
     cfg.checkpoint_bytes = o.pool;
+    cfg.replay_log = o.log;
     cfg.prefill_wave = o.wave;
     sluice_ctx *ctx = nullptr;
     EXPECT_EQ(sluice_open(path.c_str(), &cfg, &ctx), SLUICE_OK) << path << ": " << sluice_last_error(ctx);
@@ -71,6 +73,22 @@ sluice_stats stats(sluice_ctx *ctx) {
 uint64_t moved(const sluice_stats &a, const sluice_stats &b) {
     return (b.rewind_tokens_reevaluated - a.rewind_tokens_reevaluated) +
            (b.rewind_tokens_replayed - a.rewind_tokens_replayed);
+}
+
+// got (the last position's logits after keeping `keep` tokens of `first`
+// and evaluating `tail`) against a fresh, token-at-a-time evaluation of the
+// same prompt: bit for bit.
+void expect_fresh_last(const ReuseModel &m, const Opts &o, const std::vector<int32_t> &first, size_t keep,
+                       const std::vector<int32_t> &tail, const std::vector<float> &got) {
+    std::vector<int32_t> whole(first.begin(), first.begin() + (ptrdiff_t)keep);
+    whole.insert(whole.end(), tail.begin(), tail.end());
+    Opts step = o;
+    step.chunk = 1;
+    step.wave = 1;
+    const std::vector<float> ref = fresh(m.path, whole, step);
+    const size_t V = got.size();
+    ASSERT_EQ(ref.size(), V * whole.size());
+    EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
 }
 
 std::vector<int32_t> session(sluice_ctx *ctx) {
@@ -349,14 +367,7 @@ TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
     ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK) << sluice_last_error(ctx);
     const sluice_stats s1 = stats(ctx);
     EXPECT_EQ(s1.tokens_evaluated - s0.tokens_evaluated, 11u + tail.size()) << "one pass for both";
-    std::vector<int32_t> whole(first.begin(), first.begin() + 11);
-    whole.insert(whole.end(), tail.begin(), tail.end());
-    Opts step = o;
-    step.chunk = 1;
-    step.wave = 1;
-    const std::vector<float> ref = fresh(m.path, whole, step);
-    ASSERT_EQ(ref.size(), V * whole.size());
-    EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
+    expect_fresh_last(m, o, first, 11, tail, got);
     // Both checkpoints were taken in that pass: the rewind's target (11) and
     // the one asked for (17). Rewinding to either takes nothing again.
     ASSERT_EQ(sluice_rewind(ctx, 17), SLUICE_OK);
@@ -383,8 +394,8 @@ TEST(PromptReuse, TokensLeftByARewindGoWithTheNextEval) {
 
 // The replay log: a rewind whose checkpoint the log reaches evaluates no
 // token through the model (tokens_evaluated does not move), the next eval
-// evaluates only its own tokens, the logits are a fresh evaluation's, and a
-// failed eval leaves the log unused (the next rewind evaluates again).
+// evaluates only its own tokens, and the logits are a fresh evaluation's,
+// also for positions a later eval logged again.
 TEST(PromptReuse, ReplayLogTakesRewindsItReaches) {
     std::string why;
     const auto &models = reuse_models(&why);
@@ -410,14 +421,7 @@ TEST(PromptReuse, ReplayLogTakesRewindsItReaches) {
         std::vector<float> got(V);
         ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK);
         EXPECT_EQ(stats(ctx).tokens_evaluated - s1.tokens_evaluated, tail.size());
-        std::vector<int32_t> whole(first.begin(), first.begin() + 75);
-        whole.insert(whole.end(), tail.begin(), tail.end());
-        Opts step = o;
-        step.chunk = 1;
-        step.wave = 1;
-        const std::vector<float> ref = fresh(m.path, whole, step);
-        ASSERT_EQ(ref.size(), V * whole.size());
-        EXPECT_EQ(std::memcmp(got.data(), ref.data() + (whole.size() - 1) * V, V * 4), 0) << "logits changed";
+        expect_fresh_last(m, o, first, 75, tail, got);
         // A replay into a position the later eval logged again, then one
         // more into the first prompt's part of the log.
         ASSERT_EQ(sluice_rewind(ctx, 82), SLUICE_OK);  // checkpoint 80 (the tail's): 2 replayed
@@ -425,13 +429,37 @@ TEST(PromptReuse, ReplayLogTakesRewindsItReaches) {
         ASSERT_EQ(sluice_rewind(ctx, 70), SLUICE_OK);  // checkpoint 64: 6 replayed
         EXPECT_EQ(stats(ctx).rewind_tokens_replayed - s1.rewind_tokens_replayed, 8u);
         ASSERT_EQ(sluice_eval(ctx, tail.data(), tail.size(), got.data()), SLUICE_OK);
-        std::vector<int32_t> again(first.begin(), first.begin() + 70);
-        again.insert(again.end(), tail.begin(), tail.end());
-        const std::vector<float> ref2 = fresh(m.path, again, step);
-        EXPECT_EQ(std::memcmp(got.data(), ref2.data() + (again.size() - 1) * V, V * 4), 0) << "logits changed";
+        expect_fresh_last(m, o, first, 70, tail, got);
         EXPECT_EQ(stats(ctx).rewind_tokens_reevaluated, s0.rewind_tokens_reevaluated);
         sluice_close(ctx);
     }
+}
+
+// Without replay_log (the default: one-shot callers keep the memory for the
+// expert cache) the plan has no log and rewinds evaluate their tokens again,
+// with the same logits.
+TEST(PromptReuse, NoReplayLogUnlessAskedFor) {
+    std::string why;
+    const auto &models = reuse_models(&why);
+    if (models.empty()) GTEST_SKIP() << why;
+    const ReuseModel &m = models[0];  // Kimi-Linear
+    Opts off{2, 8, 0};
+    off.log = 0;
+    sluice_ctx *ctx = open_ctx(m.path, off);
+    ASSERT_NE(ctx, nullptr);
+    sluice_memory_plan plan;
+    ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
+    EXPECT_EQ(plan.replay_log, 0u);
+    EXPECT_EQ(stats(ctx).replay_log_positions, 0u);
+    sluice_close(ctx);
+    Opts on = off;
+    on.log = 1;
+    ctx = open_ctx(m.path, on);
+    ASSERT_NE(ctx, nullptr);
+    ASSERT_EQ(sluice_memory_plan_get(ctx, &plan), SLUICE_OK);
+    EXPECT_GT(plan.replay_log, 0u);
+    sluice_close(ctx);
+    check_turn(m, off, 40, 13, 9, 13);  // the pool of 4 keeps 16-40: 13 evaluated again, none replayed
 }
 
 // warp's fixtures of the three families, when present: a rewind inside the

@@ -41,6 +41,7 @@ public:
         cfg.prefill_chunk = 4;
         cfg.checkpoint_interval = 8;
         cfg.session_bytes = session_bytes;
+        cfg.replay_log = 1;  // as sluice serve opens it
         sluice_ctx *ctx = nullptr;
         EXPECT_EQ(sluice_open(path.c_str(), &cfg, &ctx), SLUICE_OK) << sluice_last_error(ctx);
         model_ = make_sluice_model(ctx);
