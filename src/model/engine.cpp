@@ -297,38 +297,23 @@ Status Engine::eval(const int32_t *tokens, int64_t n, float *logits, bool all) {
     }
     // One wave for the rewind's tokens and these: each routed record read
     // once for both. The same numbers: a wave computes what single steps do.
-    std::vector<int32_t> joined;
-    joined.reserve(pending_.size() + (size_t)n);
-    joined.insert(joined.end(), pending_.begin(), pending_.end());
-    joined.insert(joined.end(), tokens, tokens + n);
-    const int from = pos_;
-    std::vector<int32_t> again;
-    again.swap(pending_);
-    Status st;
-    try {
-        st = eval_here(joined.data(), (int64_t)joined.size(), logits, false);
-    } catch (...) {
-        again.swap(pending_);
-        throw;
-    }
-    if (!st) {
-        again.swap(pending_);  // rolled back to before this call, the rewind's tokens still to come
-        return st;
-    }
-    // These positions were reported when first evaluated.
-    if (record_routes_) routes_.erase(routes_.lower_bound(from), routes_.lower_bound(from + (int)again.size()));
-    return st;
+    return eval_pending(tokens, n, logits);
 }
 
-Status Engine::settle() {
-    if (pending_.empty()) return Status::ok();
+Status Engine::settle() { return pending_.empty() ? Status::ok() : eval_pending(nullptr, 0, nullptr); }
+
+Status Engine::eval_pending(const int32_t *tokens, int64_t n, float *logits) {
     std::vector<int32_t> again;
     again.swap(pending_);
+    std::vector<int32_t> joined = again;
+    joined.insert(joined.end(), tokens, tokens + n);
     const int from = pos_;
+    // A pad token among them is text; no image is queued when more tokens
+    // follow (eval), so nothing else changes.
     no_splice_ = true;
     Status st;
     try {
-        st = eval_here(again.data(), (int64_t)again.size(), nullptr, false);
+        st = eval_here(joined.data(), (int64_t)joined.size(), logits, false);
     } catch (...) {
         no_splice_ = false;
         again.swap(pending_);
@@ -336,9 +321,10 @@ Status Engine::settle() {
     }
     no_splice_ = false;
     if (!st) {
-        again.swap(pending_);
+        again.swap(pending_);  // rolled back to before this call, the rewind's tokens still to come
         return st;
     }
+    // These positions were reported when first evaluated.
     if (record_routes_) routes_.erase(routes_.lower_bound(from), routes_.lower_bound(from + (int)again.size()));
     return st;
 }

@@ -341,6 +341,9 @@ private:
     // eval without the tokens a rewind left: the position, context and
     // roll-back logic.
     Status eval_here(const int32_t *tokens, int64_t n, float *logits, bool all);
+    // The tokens a rewind left, then n more (none: settle), in one eval; on
+    // failure the rewind's tokens are left to come, as before the call.
+    Status eval_pending(const int32_t *tokens, int64_t n, float *logits);
     // Prompt reuse: the checkpoint pool, oldest first; spare buffers of
     // evicted checkpoints are reused so a full pool never allocates.
     std::vector<Checkpoint> ckpts_;
