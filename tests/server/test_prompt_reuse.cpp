@@ -119,8 +119,9 @@ TEST(ServerPromptReuse, SecondTurnReusesThePrefixWithIdenticalLogprobs) {
         const std::string want = "sluice_prompt_tokens_cached_total " + std::to_string(want_cached + (int)turn2.size() - 1) + "\n";
         EXPECT_NE(met.find(want), std::string::npos) << met;
         EXPECT_NE(met.find("sluice_prompt_tokens_reevaluated_total 0\n"), std::string::npos) << met;
-        if (m.recurrent)
+        if (m.recurrent) {
             EXPECT_NE(met.find("sluice_prompt_tokens_replayed_total 5\n"), std::string::npos) << met;
+        }
     }
 }
 
