@@ -163,6 +163,18 @@ void vq_table(const float *x, int64_t nv, int S, int E, const float *const *book
             const float *b = books[s];
             float *t = T + (v * S + s) * E;
             int c = 0;
+            // 64 entries side by side: eight independent chains of fused
+            // adds hide the FMA latency (one chain at a time waited on it);
+            // each entry's order is unchanged, so are its bits.
+            for (; c + 64 <= E; c += 64) {
+                __m256 a[8];
+                for (int u = 0; u < 8; u++) a[u] = _mm256_setzero_ps();
+                for (int j = 0; j < 8; j++) {
+                    const __m256 xj = _mm256_broadcast_ss(xv + j);
+                    for (int u = 0; u < 8; u++) a[u] = _mm256_fmadd_ps(xj, _mm256_loadu_ps(b + j * E + c + 8 * u), a[u]);
+                }
+                for (int u = 0; u < 8; u++) _mm256_storeu_ps(t + c + 8 * u, a[u]);
+            }
             for (; c + 8 <= E; c += 8) {
                 __m256 a = _mm256_setzero_ps();
                 for (int j = 0; j < 8; j++)
