@@ -101,32 +101,33 @@ void Engine::kda_step(int L, float *qr, float *kr, float *vr, const float *zt, c
                     g[(size_t)j] = bounded ? lb * sigmoidf(a * zj) : -a * softplusf(zj);
                 }
                 // Recurrence (§4.5): decay first, delta from the decayed
-                // state, read out after the update.
+                // state, read out after the update. Two passes over the
+                // head's state (D x D floats, 64 KB at D = 128) instead of
+                // four: each row is decayed then enters u, and later updated
+                // then read out, while it is in L1. u and o still add the rows
+                // in row order, so the bits are the four-pass loop's.
                 float *S = st.S.data() + h * D * D;
+                std::fill(u.begin(), u.end(), 0.0f);
                 for (int64_t i = 0; i < D; i++) {
                     const float e = std::exp(g[(size_t)i]);
                     float *row = S + i * D;
-                    for (int64_t j = 0; j < D; j++) row[j] *= e;
-                }
-                std::fill(u.begin(), u.end(), 0.0f);
-                for (int64_t i = 0; i < D; i++) {
-                    const float *row = S + i * D;
                     const float ki = k[i];
-                    for (int64_t j = 0; j < D; j++) u[(size_t)j] += row[j] * ki;
+                    for (int64_t j = 0; j < D; j++) {
+                        row[j] *= e;
+                        u[(size_t)j] += row[j] * ki;
+                    }
                 }
                 for (int64_t j = 0; j < D; j++) delta[(size_t)j] = beta * (v[j] - u[(size_t)j]);
+                // A replay (no ot) updates the state only.
+                if (ot) std::fill(o.begin(), o.end(), 0.0f);
                 for (int64_t i = 0; i < D; i++) {
                     float *row = S + i * D;
-                    const float ki = k[i];
+                    const float ki = k[i], qi = q[i];
                     for (int64_t j = 0; j < D; j++) row[j] += ki * delta[(size_t)j];
+                    if (ot)
+                        for (int64_t j = 0; j < D; j++) o[(size_t)j] += row[j] * qi;
                 }
-                if (!ot) continue;  // a replay: the state only
-                std::fill(o.begin(), o.end(), 0.0f);
-                for (int64_t i = 0; i < D; i++) {
-                    const float *row = S + i * D;
-                    const float qi = q[i];
-                    for (int64_t j = 0; j < D; j++) o[(size_t)j] += row[j] * qi;
-                }
+                if (!ot) continue;
                 // Per-head RMSNorm with the shared o_norm, times σ(gate) (§4.6).
                 float ss = 0.0f;
                 for (int64_t j = 0; j < D; j++) ss += o[(size_t)j] * o[(size_t)j];
