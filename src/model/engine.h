@@ -293,7 +293,8 @@ private:
     float mla_scale_ = 1.0f;
     std::vector<Vq4pEntry> vq4p_near_;
     struct MoeScratch {
-        std::vector<float> tg, tu, yexp;  // gate/up tables per token; expert outputs
+        RawFloats tg, tu;          // gate/up tables per token
+        std::vector<float> yexp;   // expert outputs
         std::vector<float> sh_a, sh_b, xl, yr, yd;  // shared expert, latent input, routed sums
         // Per pool worker, for the shared-code product (vq_gemm_u8_tokens):
         // gate/up outputs and down tables of up to kVqTokensMax users, and

@@ -250,9 +250,7 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
     // Engine-owned scratch, grown once and reused: fresh vectors here were
     // 113 MB of page faults and memset per layer for a 64-token chunk (30 %
     // of prefill in a profile). Every element read is written first.
-    std::vector<float> &Tg = moe_scratch_.tg, &Tu = moe_scratch_.tu;
-    if (Tg.size() < (size_t)n * tsz_in) Tg.resize((size_t)n * tsz_in);
-    if (Tu.size() < (size_t)n * tsz_in) Tu.resize((size_t)n * tsz_in);
+    float *const Tg = moe_scratch_.tg.grow(n * (int64_t)tsz_in), *const Tu = moe_scratch_.tu.grow(n * (int64_t)tsz_in);
     std::vector<int8_t> Tgq, Tuq;
     std::vector<float> lg, lu;
     const int64_t nb_in = (nv_in + 31) / 32;
@@ -264,8 +262,8 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
         }
         ops_.pool->parallel_for(n, std::max<int64_t>(1, 65536 / (nv_in * S * Es * 8)), [&](int64_t t0, int64_t t1) {
             for (int64_t t = t0; t < t1; t++) {
-                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg.data() + t * tsz_in);
-                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu.data() + t * tsz_in);
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bg, Tg + t * tsz_in);
+                ops_.k->vq_table(Xin + t * nin, nv_in, S, Es, bu, Tu + t * tsz_in);
             }
         });
         if (p6) {
@@ -275,9 +273,9 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
             lg.resize((size_t)(n * nb_in));
             lu.resize((size_t)(n * nb_in));
             for (int64_t t = 0; t < n; t++) {
-                quantize_table(Tg.data() + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in, L,
+                quantize_table(Tg + t * tsz_in, nv_in, Tgq.data() + t * tsz_in, lg.data() + t * nb_in, L,
                                pos0 + (int)t, 0, -1);
-                quantize_table(Tu.data() + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in, L,
+                quantize_table(Tu + t * tsz_in, nv_in, Tuq.data() + t * tsz_in, lu.data() + t * nb_in, L,
                                pos0 + (int)t, 1, -1);
             }
         }
@@ -350,8 +348,8 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
                 float *ya[kVqTokensMax], *yb[kVqTokensMax], *yd[kVqTokensMax];
                 for (int64_t i = 0; i < m; i++) {
                     const auto [t, j] = list[g0 + (size_t)i];
-                    tg[i] = Tg.data() + (size_t)t * tsz_in;
-                    tu[i] = Tu.data() + (size_t)t * tsz_in;
+                    tg[i] = Tg + (size_t)t * tsz_in;
+                    tu[i] = Tu + (size_t)t * tsz_in;
                     ya[i] = w.a.data() + i * I;
                     yb[i] = w.b.data() + i * I;
                     td[i] = w.td.data() + i * tsz_I;
@@ -371,9 +369,9 @@ Status Engine::moe_routed(int L, const float *Hn, int64_t n, int pos0, const int
         for (const auto &[t, j] : list) {
             float *y = Yexp.data() + (t * k + j) * nin;
             const size_t to = (size_t)t * tsz_in;
-            gemv(Tg.data() + to, p6 ? Tgq.data() + to : nullptr, p6 ? lg.data() + t * nb_in : nullptr, ev.gate,
+            gemv(Tg + to, p6 ? Tgq.data() + to : nullptr, p6 ? lg.data() + t * nb_in : nullptr, ev.gate,
                  nv_in, sg.data(), a, I);
-            gemv(Tu.data() + to, p6 ? Tuq.data() + to : nullptr, p6 ? lu.data() + t * nb_in : nullptr, ev.up, nv_in,
+            gemv(Tu + to, p6 ? Tuq.data() + to : nullptr, p6 ? lu.data() + t * nb_in : nullptr, ev.up, nv_in,
                  su.data(), b, I);
             act(a, b, I);
             ops_.k->vq_table(a, nv_I, S, Es, bd, Td);
