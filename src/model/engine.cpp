@@ -68,7 +68,7 @@ Status Engine::open(const std::string &dir, const EngineOptions &opt) {
     if (plan_.replay_log > 0) {
         log_cap_ = kReplayLogPositions;
         kda_log_.assign((size_t)cfg.n_layers, {});
-        const size_t each = (size_t)kReplayLogPositions * (size_t)(4 * cfg.kda_heads * cfg.kda_dim + cfg.kda_heads);
+        const size_t each = (size_t)kReplayLogPositions * (size_t)replay_log_entry_floats(cfg);
         for (int L = 0; L < cfg.n_layers; L++)
             if (cfg.is_kda[(size_t)L]) kda_log_[(size_t)L].resize(each);
     }

@@ -33,7 +33,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
     for (int64_t t = 0; t < n; t++) {
         if (log) {
             // The recurrence's inputs at this position, for a rewind's replay.
-            float *e = log->data() + (size_t)((pos0 + t) % log_cap_) * (size_t)(4 * C + H);
+            float *e = log->data() + (size_t)((pos0 + t) % log_cap_) * (size_t)replay_log_entry_floats(cfg);
             std::copy_n(Q + t * C, C, e);
             std::copy_n(Kp + t * C, C, e + C);
             std::copy_n(Vp + t * C, C, e + 2 * C);
@@ -48,7 +48,7 @@ void Engine::kda_block(int L, const float *Hn, int64_t n, int pos0, float *out) 
 void Engine::kda_replay(int L, int p) {
     const ModelConfig &cfg = c_.config();
     const int64_t H = cfg.kda_heads, C = H * (int64_t)cfg.kda_dim;
-    const float *e = kda_log_[(size_t)L].data() + (size_t)(p % log_cap_) * (size_t)(4 * C + H);
+    const float *e = kda_log_[(size_t)L].data() + (size_t)(p % log_cap_) * (size_t)replay_log_entry_floats(cfg);
     // kda_step overwrites its projections with their convolutions.
     float *const q = scratch(attn_scratch_.q, 3 * C);
     std::copy_n(e, 3 * C, q);

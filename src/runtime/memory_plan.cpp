@@ -121,11 +121,15 @@ uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested) {
     return (uint64_t)requested / one * one;
 }
 
+uint64_t replay_log_entry_floats(const ModelConfig &c) {
+    const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim;
+    return 4 * H * D + H;
+}
+
 uint64_t replay_log_position_bytes(const ModelConfig &c) {
     uint64_t n_kda = 0;
     for (int L = 0; L < c.n_layers; L++) n_kda += c.is_kda[(size_t)L] ? 1 : 0;
-    const uint64_t H = (uint64_t)c.kda_heads, D = (uint64_t)c.kda_dim;
-    return n_kda * (4 * H * D + H) * 4;
+    return n_kda * replay_log_entry_floats(c) * 4;
 }
 
 uint64_t wave_bytes_per_token(const ModelConfig &c) {

@@ -36,8 +36,10 @@ uint64_t checkpoint_bytes(const ModelConfig &c);
 // The pool for a request: -1 = kDefaultCheckpoints checkpoints; otherwise
 // the bytes rounded down to whole checkpoints.
 uint64_t checkpoint_pool_bytes(const ModelConfig &c, int64_t requested);
-// Bytes of one position of the replay log: every KDA layer's 4 x heads x
-// dim + heads floats.
+// Floats one KDA layer logs per position in the replay log: raw q, k, v
+// projections, gate input z (heads x dim each) and the beta logits (heads).
+uint64_t replay_log_entry_floats(const ModelConfig &c);
+// Bytes of one position of the replay log: every KDA layer's entry.
 uint64_t replay_log_position_bytes(const ModelConfig &c);
 // Bytes one prompt token of a wave holds for the whole wave (residual
 // stream, layer input and output, AttnRes history, router scores).
