@@ -181,8 +181,16 @@ static int prepare_output(const ConvertOptions& o, const std::string& fp, Progre
         if (sink) sink->message("resuming the conversion in " + dir);
         return 0;
     }
+    // A kill between the state file's temporary and its rename leaves only
+    // that temporary: it is ours, so the directory still counts as empty
+    // (otherwise the rerun refuses a directory the converter itself left).
+    const std::string state_tmp = std::string(kStateFile) + ".tmp";
     bool empty = true;
-    for (const auto& de : fs::directory_iterator(dir, ec)) { (void)de; empty = false; break; }
+    for (const auto& de : fs::directory_iterator(dir, ec))
+        if (de.path().filename().string() != state_tmp || !de.is_regular_file(ec)) {
+            empty = false;
+            break;
+        }
     if (!empty) {
         *err = dir + ": not empty and not an unfinished conversion with these settings (use --force)";
         return -1;

@@ -152,3 +152,31 @@ TEST(ConvertReproducible, RerunAndForce) {
     EXPECT_EQ(run_convert(bad, &err, &sink), 1);
     std::printf("--index-bits 6 with 3 stages -> %s\n", err.c_str());
 }
+
+// CI's kill -9 run hit this: a kill between the state file's temporary and
+// its rename left only ".sluice-convert.tmp", and the rerun refused the
+// directory as "not empty". That temporary is the converter's own; a stranger's
+// file beside it still makes the directory refused.
+TEST(ConvertReproducible, KillBeforeTheStateFileIsNamed) {
+    if (!ctest::have_fixtures()) GTEST_SKIP() << "fixtures not found at " << ctest::fixtures();
+    TempDir d;
+    std::string err;
+    ctest::QuietSink sink;
+    ASSERT_EQ(run_convert(fast(d.sub("ref"), 2), &err, &sink), 0) << err;
+    const auto ref = snapshot(d.sub("ref"));
+
+    const std::string out = d.sub("k");
+    ctest::fs::create_directories(out);
+    { std::ofstream(out + "/.sluice-convert.tmp") << "partial fingerp"; }
+    ASSERT_EQ(run_convert(fast(out, 2), &err, &sink), 0) << "rerun after a kill before the state file's rename: " << err;
+    expect_same(ref, snapshot(out), "rerun after a kill before the state file's rename");
+
+    const std::string other = d.sub("other");
+    ctest::fs::create_directories(other);
+    { std::ofstream(other + "/.sluice-convert.tmp") << "x"; }
+    { std::ofstream(other + "/notes.txt") << "a user's file"; }
+    EXPECT_NE(run_convert(fast(other, 2), &err, &sink), 0) << "a directory with a stranger's file was taken";
+    std::printf("state temporary beside a user's file -> %s\n", err.c_str());
+    EXPECT_NE(err.find("not empty"), std::string::npos) << err;
+    EXPECT_EQ(ctest::slurp(other + "/notes.txt"), "a user's file");
+}
