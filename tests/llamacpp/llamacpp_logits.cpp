@@ -6,7 +6,7 @@
 //
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --out LAST.f32
 //                   [--all ALL.f32] [--threads N] [--verbose]
-//                   [--yarn-beta-fast F --yarn-beta-slow S]
+//                   [--yarn-beta-fast F --yarn-beta-slow S] [--no-repack]
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --gen N [--threads N]
 //   llamacpp_logits MODEL.gguf --bins DIR --tokenize TEXT_FILE
 //
@@ -87,6 +87,7 @@ int main(int argc, char **argv) {
   int threads = 2;
   float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
   int gen = 0;
+  bool no_repack = false;
   const auto t_start = std::chrono::steady_clock::now();
   auto since = [&](std::chrono::steady_clock::time_point t) {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -95,6 +96,7 @@ int main(int argc, char **argv) {
     std::string a = argv[i];
     const char *v = nullptr;
     if (a == "--verbose") { g_verbose = true; continue; }
+    if (a == "--no-repack") { no_repack = true; continue; }
     if (a.size() > 2 && a[0] == '-' && a[1] == '-') {  // every other option takes a value
       if (i + 1 >= argc) return fail(a + " needs a value");
       v = argv[++i];
@@ -148,8 +150,9 @@ int main(int argc, char **argv) {
   // Repacking copies every Q4_0/Q8_0 weight into anonymous memory for its
   // AVX2 kernels: a model bigger than RAM then fails to load (25 GiB
   // malloc). Off, the weights stay mmap'ed, how llama.cpp pages a model
-  // bigger than RAM (its --no-repack).
-  if (gen > 0) mp.use_extra_bufts = false;
+  // bigger than RAM (its --no-repack). Always so with --gen; --no-repack
+  // asks for it when exact logits are wanted from a model bigger than RAM.
+  if (gen > 0 || no_repack) mp.use_extra_bufts = false;
   llama_model *model = llama_model_load_from_file(model_path.c_str(), mp);
   if (!model) return fail(model_path + ": llama.cpp could not load it (run with --verbose for its log)");
   const int n = static_cast<int>(ids.size());
