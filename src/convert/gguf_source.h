@@ -5,7 +5,8 @@
 // config.json the release would hold, synthesized from the GGUF metadata.
 //
 // Architectures: kimi-linear, kimi-k3, deepseek2 (general.architecture).
-// Tensor types: what format/gguf_reader.h reads (F32, F16, BF16, Q8_0);
+// Tensor types: what format/gguf_reader.h reads (F32, F16, BF16, Q8_0, Q4_0,
+// Q2_K to Q6_K);
 // any other type of a tensor the mapping uses is refused at open, naming
 // the tensor and the type. Every key and tensor the mapping needs is checked
 // at open (presence, integer range, shape against the config), so a read

@@ -10,8 +10,22 @@ uint64_t row_bytes(TensorType t, int64_t ne0) {
     case TensorType::BF16: return 2ull * (uint64_t)ne0;
     case TensorType::Q8_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 34;
     case TensorType::Q4_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 18;
+    case TensorType::Q4_1: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 20;
+    case TensorType::Q5_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 22;
+    case TensorType::Q5_1: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 24;
+    case TensorType::IQ4_NL: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 18;
+    case TensorType::Q2_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 84;
+    case TensorType::Q3_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 110;
+    case TensorType::Q4_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 144;
+    case TensorType::Q5_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 176;
+    case TensorType::Q6_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 210;
     }
     return 0;
+}
+
+bool writable(TensorType t) {
+    return t == TensorType::F32 || t == TensorType::F16 || t == TensorType::BF16 || t == TensorType::Q8_0 ||
+           t == TensorType::Q4_0;
 }
 
 const char *type_name(TensorType t) {
@@ -21,6 +35,15 @@ const char *type_name(TensorType t) {
     case TensorType::BF16: return "bf16";
     case TensorType::Q8_0: return "q8_0";
     case TensorType::Q4_0: return "q4_0";
+    case TensorType::Q4_1: return "q4_1";
+    case TensorType::Q5_0: return "q5_0";
+    case TensorType::Q5_1: return "q5_1";
+    case TensorType::IQ4_NL: return "iq4_nl";
+    case TensorType::Q2_K: return "q2_k";
+    case TensorType::Q3_K: return "q3_k";
+    case TensorType::Q4_K: return "q4_k";
+    case TensorType::Q5_K: return "q5_k";
+    case TensorType::Q6_K: return "q6_k";
     }
     return "?";
 }

@@ -22,12 +22,25 @@ enum class ValueType : uint32_t {
     STR = 8, ARR = 9, U64 = 10, I64 = 11, F64 = 12,
 };
 
-enum class TensorType : uint32_t { F32 = 0, F16 = 1, Q4_0 = 2, Q8_0 = 8, BF16 = 30 };
+// The types sluice reads (all of them) and writes (F32, F16, BF16, Q8_0,
+// Q4_0: `writable`). The rest are read only: the K-quants are what GGUF
+// downloads of large models hold, and llama.cpp's quantizer falls back to
+// Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q8_0 for rows that are not whole 256-value
+// super-blocks.
+enum class TensorType : uint32_t {
+    F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13,
+    Q6_K = 14, IQ4_NL = 20, BF16 = 30
+};
 
 // Bytes of one stored row of ne0 values; 0 when ne0 does not fit the type's
 // block (Q8_0 stores blocks of 32: an f16 scale and 32 int8; Q4_0 an f16
-// scale and 32 nibbles, value j in the low half of byte j, j + 16 in the high).
+// scale and 32 nibbles, value j in the low half of byte j, j + 16 in the high;
+// the K-quants super-blocks of 256).
 uint64_t row_bytes(TensorType t, int64_t ne0);
+bool writable(TensorType t);
+// One stored row (row_bytes(t, ne0) bytes at b) as ne0 floats, as ggml's
+// to_float gives them (gguf_dequant.cpp).
+void dequant_row(TensorType t, const uint8_t *b, int64_t ne0, float *o);
 const char *type_name(TensorType t);
 // Any ggml type number's name ("Q4_K"), for messages naming what a file
 // holds; "type N" for a number ggml does not define.

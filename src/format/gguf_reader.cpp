@@ -183,7 +183,7 @@ Status Reader::open(const std::string &path) {
         SLUICE_TRY(c.u32(&t.type));
         SLUICE_TRY(c.u64(&t.offset));
         const uint64_t rb = row_bytes((TensorType)t.type, t.dims[0]);
-        const bool known = row_bytes((TensorType)t.type, 32) != 0;  // a type row_bytes sizes
+        const bool known = row_bytes((TensorType)t.type, 256) != 0;  // a type row_bytes sizes (blocks of 32 or 256)
         t.bytes = known && rb ? rb * (uint64_t)t.rows() : 0;
         if (known && rb == 0) return c.fail("rows of " + std::to_string(t.dims[0]) + " values do not fit its type");
         tensor_index_[t.name] = tensors_.size();
@@ -260,7 +260,7 @@ const TensorInfo *Reader::tensor(const std::string &name) const {
 Status Reader::read_rows_f32(const TensorInfo &t, int64_t row0, int64_t n, float *out) const {
     if (t.bytes == 0)
         return unsupported(path() + ": tensor " + t.name + " is of ggml type " + std::to_string(t.type) + " (" +
-                           ggml_type_name(t.type) + "), which sluice does not read (f32, f16, bf16, q8_0 and q4_0 only)");
+                           ggml_type_name(t.type) + "), which sluice does not read (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl and q2_k to q6_k only)");
     if (row0 < 0 || n < 0 || row0 + n > t.rows())
         return arg_error(path() + ": tensor " + t.name + ": rows " + std::to_string(row0) + "+" + std::to_string(n) +
                          " out of " + std::to_string(t.rows()));
@@ -268,38 +268,7 @@ Status Reader::read_rows_f32(const TensorInfo &t, int64_t row0, int64_t n, float
     const uint64_t rb = row_bytes((TensorType)t.type, ne0);
     std::vector<uint8_t> raw((size_t)(rb * (uint64_t)n));
     SLUICE_TRY(file_.pread_all(raw.data(), raw.size(), t.offset + rb * (uint64_t)row0));
-    for (int64_t r = 0; r < n; r++) {
-        const uint8_t *b = raw.data() + rb * (uint64_t)r;
-        float *o = out + r * ne0;
-        switch ((TensorType)t.type) {
-        case TensorType::F32: std::memcpy(o, b, 4 * (size_t)ne0); break;
-        case TensorType::F16:
-            for (int64_t i = 0; i < ne0; i++) o[i] = f16_scale(rd16(b + 2 * i));
-            break;
-        case TensorType::BF16:
-            for (int64_t i = 0; i < ne0; i++) {
-                const uint32_t u = (uint32_t)rd16(b + 2 * i) << 16;
-                std::memcpy(&o[i], &u, 4);
-            }
-            break;
-        case TensorType::Q4_0:
-            for (int64_t k = 0; k < ne0 / 32; k++) {
-                const float d = f16_scale(rd16(b + 18 * k));
-                const uint8_t *q = b + 18 * k + 2;
-                for (int j = 0; j < 16; j++) {
-                    o[32 * k + j] = d * (float)((q[j] & 15) - 8);
-                    o[32 * k + 16 + j] = d * (float)((q[j] >> 4) - 8);
-                }
-            }
-            break;
-        case TensorType::Q8_0:
-            for (int64_t k = 0; k < ne0 / 32; k++) {
-                const float d = f16_scale(rd16(b + 34 * k));
-                for (int j = 0; j < 32; j++) o[32 * k + j] = d * (float)(int8_t)b[34 * k + 2 + j];
-            }
-            break;
-        }
-    }
+    for (int64_t r = 0; r < n; r++) dequant_row((TensorType)t.type, raw.data() + rb * (uint64_t)r, ne0, out + r * ne0);
     return Status::ok();
 }
 

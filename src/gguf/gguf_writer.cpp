@@ -70,6 +70,15 @@ void encode_row(TensorType t, const float *x, int64_t n, uint8_t *out) {
             for (int j = 0; j < 32; j++) blk[2 + j] = (uint8_t)(int8_t)std::roundf(v[j] * id);
         }
         return;
+    case TensorType::Q4_1:
+    case TensorType::Q5_0:
+    case TensorType::Q5_1:
+    case TensorType::IQ4_NL:
+    case TensorType::Q2_K:
+    case TensorType::Q3_K:
+    case TensorType::Q4_K:
+    case TensorType::Q5_K:
+    case TensorType::Q6_K: return;  // refused by add_tensor (read only)
     }
 }
 
@@ -157,6 +166,8 @@ Status Writer::add_tensor(const std::string &name, std::vector<int64_t> dims, Te
         if (i > 0 && !checked_mul(n_rows, (uint64_t)dims[i], &n_rows))
             return arg_error("GGUF tensor " + name + ": size overflows");
     }
+    if (!writable(type))
+        return unsupported("GGUF tensor " + name + ": sluice reads " + type_name(type) + " but does not write it");
     const uint64_t rb = row_bytes(type, dims[0]);
     if (rb == 0)
         return unsupported("GGUF tensor " + name + ": rows of " + std::to_string(dims[0]) + " values cannot be stored as " +

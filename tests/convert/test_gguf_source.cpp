@@ -391,10 +391,10 @@ TEST_F(GgufSourceTest, RefusesNamingWhatIsWrong) {
     }
     {
         write_model(path_, {}, &hf_);
-        patch_type(path_, "blk.1.ffn_up_exps.weight", 12);  // Q4_K
+        patch_type(path_, "blk.1.ffn_up_exps.weight", 16);  // IQ2_XXS: not read
         GgufSource g;
         EXPECT_FALSE(g.open(path_, &err));
-        EXPECT_NE(err.find("tensor blk.1.ffn_up_exps.weight is of ggml type Q4_K"), std::string::npos) << err;
+        EXPECT_NE(err.find("tensor blk.1.ffn_up_exps.weight is of ggml type IQ2_XXS"), std::string::npos) << err;
     }
     {
         Options o;

@@ -38,7 +38,7 @@ bad-input (refusals). Checks:
     inside the threshold, and is caught bit-exactly by (a).
 (c) bad-input: a truncated A.gguf, one whose general.architecture is unknown,
     and one whose stacked expert tensor is of a type sluice does not read
-    (Q4_K) are each refused with a message naming the file and the tensor or
+    (IQ2_XXS) are each refused with a message naming the file and the tensor or
     key, and no manifest.json is left in the output directory.
 """
 
@@ -271,11 +271,11 @@ def bad_inputs(a, gguf):
     new = ("x" * len(v))[:len(v)].encode()
     bad[off + 8:off + 8 + len(v)] = new
     cases.append(("unknown architecture", bytes(bad), ["general.architecture '%s'" % new.decode(), "not supported"]))
-    # A stacked expert tensor of a type sluice does not read (Q4_K = 12).
+    # A stacked expert tensor of a type sluice does not read (IQ2_XXS = 16).
     name = next(n for n in sorted(tensors) if n.endswith("ffn_gate_exps.weight"))
     bad = bytearray(b)
-    struct.pack_into("<I", bad, tensors[name]["type_offset"], 12)
-    cases.append(("expert of type Q4_K", bytes(bad), ["tensor %s is of ggml type Q4_K" % name]))
+    struct.pack_into("<I", bad, tensors[name]["type_offset"], 16)
+    cases.append(("expert of type IQ2_XXS", bytes(bad), ["tensor %s is of ggml type IQ2_XXS" % name]))
     for what, blob, needles in cases:
         p = os.path.join(a.work, "bad-%s.gguf" % what.replace(" ", "-"))
         with open(p, "wb") as f:

@@ -9,6 +9,7 @@
 //                   [--yarn-beta-fast F --yarn-beta-slow S] [--no-repack]
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --gen N [--threads N]
 //   llamacpp_logits MODEL.gguf --bins DIR --tokenize TEXT_FILE
+//   llamacpp_logits --dequant GGML_TYPE --in BLOCKS --out FLOATS
 //
 // With --tokenize: llama.cpp's tokenization of the file's text (no BOS, no
 // special-token parsing), the ids comma-separated on one line.
@@ -82,7 +83,8 @@ bool write_f32(const std::string &path, const float *data, size_t n) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  std::string model_path, bins, out, all, tokenize;
+  std::string model_path, bins, out, all, tokenize, dequant_in;
+  int dequant_type = -1;
   std::vector<llama_token> ids;
   int threads = 2;
   float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
@@ -108,10 +110,35 @@ int main(int argc, char **argv) {
     else if (a == "--threads") threads = std::atoi(v);
     else if (a == "--gen") gen = std::atoi(v);
     else if (a == "--tokenize") tokenize = v;
+    else if (a == "--dequant") dequant_type = std::atoi(v);
+    else if (a == "--in") dequant_in = v;
     else if (a == "--yarn-beta-fast") beta_fast = std::strtof(v, nullptr);
     else if (a == "--yarn-beta-slow") beta_slow = std::strtof(v, nullptr);
     else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
     else return fail("unknown argument " + a);
+  }
+  if (dequant_type >= 0) {
+    // ggml's own to_float for a file of raw blocks of one type: the oracle
+    // for sluice's GGUF dequantizers (kquant_dequant.py).
+    if (dequant_in.empty() || out.empty()) return fail("--dequant TYPE needs --in BLOCKS --out FLOATS");
+    if (dequant_type >= GGML_TYPE_COUNT) return fail("--dequant: no ggml type " + std::to_string(dequant_type));
+    const ggml_type t = static_cast<ggml_type>(dequant_type);
+    const ggml_type_traits *tr = ggml_get_type_traits(t);
+    if (!tr || !tr->to_float || tr->blck_size <= 0 || tr->type_size == 0) return fail("--dequant: ggml has no to_float for this type");
+    FILE *f = std::fopen(dequant_in.c_str(), "rb");
+    if (!f) return fail("cannot read " + dequant_in);
+    std::vector<char> raw;
+    char buf[65536];
+    size_t k;
+    while ((k = std::fread(buf, 1, sizeof buf, f)) > 0) raw.insert(raw.end(), buf, buf + k);
+    std::fclose(f);
+    if (raw.empty() || raw.size() % tr->type_size) return fail(dequant_in + ": not a whole number of blocks");
+    const int64_t n = (int64_t)(raw.size() / tr->type_size) * tr->blck_size;
+    std::vector<float> y((size_t)n);
+    tr->to_float(raw.data(), y.data(), n);
+    FILE *o = std::fopen(out.c_str(), "wb");
+    if (!o || std::fwrite(y.data(), 4, y.size(), o) != y.size() || std::fclose(o) != 0) return fail("cannot write " + out);
+    return 0;
   }
   if (!tokenize.empty() && !model_path.empty() && !bins.empty()) {
     llama_log_set(log_cb, nullptr);
