@@ -10,6 +10,7 @@
 //   llamacpp_logits MODEL.gguf --ids 1,2,3 --bins DIR --gen N [--threads N]
 //   llamacpp_logits MODEL.gguf --bins DIR --tokenize TEXT_FILE
 //   llamacpp_logits --dequant GGML_TYPE --in BLOCKS --out FLOATS
+//   llamacpp_logits --quantize LLAMA_FTYPE --in F32.gguf --out OUT.gguf --bins DIR
 //
 // With --tokenize: llama.cpp's tokenization of the file's text (no BOS, no
 // special-token parsing), the ids comma-separated on one line.
@@ -84,7 +85,7 @@ bool write_f32(const std::string &path, const float *data, size_t n) {
 
 int main(int argc, char **argv) {
   std::string model_path, bins, out, all, tokenize, dequant_in;
-  int dequant_type = -1;
+  int dequant_type = -1, quantize_ftype = -1;
   std::vector<llama_token> ids;
   int threads = 2;
   float beta_fast = -1, beta_slow = -1;  // < 0: llama.cpp's own
@@ -112,10 +113,26 @@ int main(int argc, char **argv) {
     else if (a == "--tokenize") tokenize = v;
     else if (a == "--dequant") dequant_type = std::atoi(v);
     else if (a == "--in") dequant_in = v;
+    else if (a == "--quantize") quantize_ftype = std::atoi(v);
     else if (a == "--yarn-beta-fast") beta_fast = std::strtof(v, nullptr);
     else if (a == "--yarn-beta-slow") beta_slow = std::strtof(v, nullptr);
     else if (!a.empty() && a[0] != '-' && model_path.empty()) model_path = a;
     else return fail("unknown argument " + a);
+  }
+  if (quantize_ftype >= 0) {
+    // llama.cpp's own quantizer (llama-quantize's library call): an f32
+    // GGUF to the mixes users download (15 = Q4_K_M, 10 = Q2_K, ...), for
+    // the K-quant import test (kquant_import.py).
+    if (dequant_in.empty() || out.empty() || bins.empty()) return fail("--quantize FTYPE needs --in F32.gguf --out OUT.gguf --bins DIR");
+    llama_log_set(log_cb, nullptr);
+    ggml_backend_load_all_from_path(bins.c_str());
+    llama_backend_init();
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.ftype = static_cast<llama_ftype>(quantize_ftype);
+    qp.nthread = threads;
+    if (llama_model_quantize(dequant_in.c_str(), out.c_str(), &qp) != 0) return fail("llama_model_quantize failed (run with --verbose for its log)");
+    llama_backend_free();
+    return 0;
   }
   if (dequant_type >= 0) {
     // ggml's own to_float for a file of raw blocks of one type: the oracle
