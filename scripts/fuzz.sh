@@ -56,7 +56,7 @@ NOCOV="src/model/engine.cpp src/model/weights.cpp src/model/images.cpp src/model
 FILE_IO="src/format/file.cpp src/format/io_fault.cpp src/format/platform_io.cpp src/common/checked_file.cpp"
 SHA256="src/common/sha256.cpp src/common/sha256_ni.cpp src/format/file_sha256.cpp"
 # The converter reads a GGUF source through these (convert/checkpoint.cpp).
-GGUF_SRC="src/convert/gguf_source.cpp src/convert/byte_level.cpp src/format/gguf.cpp src/format/gguf_reader.cpp"
+GGUF_SRC="src/convert/gguf_source.cpp src/convert/byte_level.cpp src/format/gguf.cpp src/format/gguf_reader.cpp src/format/gguf_dequant.cpp"
 declare -A SRC=(
   [fuzz_manifest]="src/format/manifest.cpp src/runtime/memory_plan.cpp src/common/units.cpp src/runtime/mem_status.cpp src/quant/qtensor.cpp
     src/runtime/process_footprint.cpp src/runtime/read_queue.cpp $FILE_IO"
@@ -66,7 +66,7 @@ declare -A SRC=(
   [fuzz_expert_record]="src/format/expert_record.cpp src/format/crc32.cpp"
   [fuzz_container]="src/format/container.cpp src/format/manifest.cpp $FILE_IO src/quant/qtensor.cpp $SHA256"
   [fuzz_safetensors]="src/format/safetensors.cpp $FILE_IO $SHA256"
-  [fuzz_gguf]="src/format/gguf.cpp src/format/gguf_reader.cpp $FILE_IO"
+  [fuzz_gguf]="src/format/gguf.cpp src/format/gguf_reader.cpp src/format/gguf_dequant.cpp $FILE_IO"
   [fuzz_checkpoint]="src/convert/checkpoint.cpp src/convert/numeric.cpp src/convert/util.cpp
     src/format/safetensors.cpp $FILE_IO $SHA256 $GGUF_SRC"
   [fuzz_tokenizer]="src/tokenizer/load.cpp src/tokenizer/tokenizer.cpp src/tokenizer/chat.cpp src/tokenizer/bpe.cpp

@@ -254,8 +254,8 @@ TEST(Gguf, ReaderBoundsCountsLengthsAndOffsets) {
     }
     // A tensor of a type sluice does not read opens (llama.cpp files mix
     // types) and is refused by name when read.
-    const std::string p = t.file("q4k.gguf");
-    spit(p, header(kMagic, 3, 1, 0) + str("blk.0.ffn_down.weight") + u32(2) + u64(256) + u64(1) + u32(12) + u64(0) +
+    const std::string p = t.file("iq2.gguf");
+    spit(p, header(kMagic, 3, 1, 0) + str("blk.0.ffn_down.weight") + u32(2) + u64(256) + u64(1) + u32(16) + u64(0) +
                 std::string(256, '\0'));
     Reader r;
     ASSERT_TRUE(r.open(p).is_ok());
@@ -263,5 +263,61 @@ TEST(Gguf, ReaderBoundsCountsLengthsAndOffsets) {
     Status st = r.read_rows_f32(r.tensors()[0], 0, 1, out.data());
     ASSERT_FALSE(st.is_ok());
     EXPECT_NE(st.message().find("blk.0.ffn_down.weight"), std::string::npos);
-    EXPECT_NE(st.message().find("type 12"), std::string::npos);
+    EXPECT_NE(st.message().find("type 16"), std::string::npos);
+}
+
+// The read-only types, from blocks built by hand from ggml's layouts (the
+// values worked out here, not by the decoder); tests/llamacpp's
+// kquant_dequant.py compares every type with ggml's own decoder.
+TEST(Gguf, KQuantBlocksDecodeAsTheirLayoutSays) {
+    {
+        // Q4_K: d 1.0, dmin 0.5; 6-bit scale/min pairs: sub-block 0 (2, 3),
+        // 1 (5, 1), 4 (1, 2) (its low bits in byte 8, high bits from bytes 0 and 4).
+        std::vector<uint8_t> b(144, 0);
+        b[0] = 0x00, b[1] = 0x3C, b[2] = 0x00, b[3] = 0x38;
+        uint8_t *sc = b.data() + 4, *qs = b.data() + 16;
+        sc[0] = 2, sc[4] = 3, sc[1] = 5, sc[5] = 1, sc[8] = 0x21;
+        qs[0] = 0x7A;   // value 0: 10 (sub-block 0), value 32: 7 (sub-block 1)
+        qs[64] = 0x03;  // value 128: 3 (sub-block 4)
+        std::vector<float> y(256);
+        dequant_row(TensorType::Q4_K, b.data(), 256, y.data());
+        EXPECT_EQ(y[0], 1.0f * 2 * 10 - 0.5f * 3);
+        EXPECT_EQ(y[32], 1.0f * 5 * 7 - 0.5f * 1);
+        EXPECT_EQ(y[128], 1.0f * 1 * 3 - 0.5f * 2);
+        EXPECT_EQ(y[1], -0.5f * 3);  // a zero code leaves minus the min
+    }
+    {
+        // Q6_K: d 1.0 (last two bytes), scale 0 = -2: value 0 is
+        // (low 5 | high 2 << 4) - 32 = 5, times -2.
+        std::vector<uint8_t> b(210, 0);
+        b[208] = 0x00, b[209] = 0x3C;
+        b[192] = (uint8_t)(int8_t)-2;
+        b[0] = 0x05, b[128] = 0x02;
+        std::vector<float> y(256);
+        dequant_row(TensorType::Q6_K, b.data(), 256, y.data());
+        EXPECT_EQ(y[0], -10.0f);
+        EXPECT_EQ(y[1], -2.0f * -32);  // all-zero bits: -32 times the scale
+    }
+    {
+        // Q5_0: d 2.0, fifth bit of value 0 set: (3 | 16) - 16 = 3, times 2.
+        std::vector<uint8_t> b(22, 0);
+        b[0] = 0x00, b[1] = 0x40;
+        b[2] = 0x01;  // qh bit 0
+        b[6] = 0x03;
+        std::vector<float> y(32);
+        dequant_row(TensorType::Q5_0, b.data(), 32, y.data());
+        EXPECT_EQ(y[0], 6.0f);
+        EXPECT_EQ(y[16], -32.0f);  // value 16: code 0, no fifth bit: -16 x 2
+    }
+    // Block sizes, and the writer refuses what it only reads.
+    EXPECT_EQ(row_bytes(TensorType::Q2_K, 512), 2u * 84);
+    EXPECT_EQ(row_bytes(TensorType::Q3_K, 256), 110u);
+    EXPECT_EQ(row_bytes(TensorType::Q5_K, 256), 176u);
+    EXPECT_EQ(row_bytes(TensorType::Q4_K, 128), 0u);
+    EXPECT_EQ(row_bytes(TensorType::IQ4_NL, 64), 36u);
+    Writer w;
+    std::vector<float> v(256, 0.0f);
+    const Status st = w.add_tensor("k.weight", {256, 1}, TensorType::Q4_K, from(v, 256));
+    EXPECT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("reads q4_k but does not write it"), std::string::npos) << st.message();
 }
