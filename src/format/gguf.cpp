@@ -2,25 +2,43 @@
 
 namespace sluice::gguf {
 
+namespace {
+
+// Every type sluice names: its CLI name, values per block and bytes per
+// block (ggml-common.h's layouts; F32 / F16 / BF16 are blocks of one value).
+struct TypeInfo {
+    TensorType t;
+    const char *name;
+    int block, bytes;
+};
+constexpr TypeInfo kTypes[] = {
+    {TensorType::F32, "f32", 1, 4},        {TensorType::F16, "f16", 1, 2},        {TensorType::BF16, "bf16", 1, 2},
+    {TensorType::Q8_0, "q8_0", 32, 34},    {TensorType::Q4_0, "q4_0", 32, 18},    {TensorType::Q4_1, "q4_1", 32, 20},
+    {TensorType::Q5_0, "q5_0", 32, 22},    {TensorType::Q5_1, "q5_1", 32, 24},    {TensorType::IQ4_NL, "iq4_nl", 32, 18},
+    {TensorType::Q2_K, "q2_k", 256, 84},   {TensorType::Q3_K, "q3_k", 256, 110}, {TensorType::Q4_K, "q4_k", 256, 144},
+    {TensorType::Q5_K, "q5_k", 256, 176},  {TensorType::Q6_K, "q6_k", 256, 210},
+};
+
+const TypeInfo *info(TensorType t) {
+    for (const TypeInfo &i : kTypes)
+        if (i.t == t) return &i;
+    return nullptr;
+}
+
+}  // namespace
+
+bool block_geometry(TensorType t, int *values, int *bytes) {
+    const TypeInfo *i = info(t);
+    if (!i) return false;
+    *values = i->block;
+    *bytes = i->bytes;
+    return true;
+}
+
 uint64_t row_bytes(TensorType t, int64_t ne0) {
-    if (ne0 <= 0) return 0;
-    switch (t) {
-    case TensorType::F32: return 4ull * (uint64_t)ne0;
-    case TensorType::F16:
-    case TensorType::BF16: return 2ull * (uint64_t)ne0;
-    case TensorType::Q8_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 34;
-    case TensorType::Q4_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 18;
-    case TensorType::Q4_1: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 20;
-    case TensorType::Q5_0: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 22;
-    case TensorType::Q5_1: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 24;
-    case TensorType::IQ4_NL: return ne0 % 32 ? 0 : (uint64_t)ne0 / 32 * 18;
-    case TensorType::Q2_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 84;
-    case TensorType::Q3_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 110;
-    case TensorType::Q4_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 144;
-    case TensorType::Q5_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 176;
-    case TensorType::Q6_K: return ne0 % 256 ? 0 : (uint64_t)ne0 / 256 * 210;
-    }
-    return 0;
+    const TypeInfo *i = info(t);
+    if (ne0 <= 0 || !i || ne0 % i->block) return 0;
+    return (uint64_t)(ne0 / i->block) * (uint64_t)i->bytes;
 }
 
 bool writable(TensorType t) {
@@ -29,23 +47,8 @@ bool writable(TensorType t) {
 }
 
 const char *type_name(TensorType t) {
-    switch (t) {
-    case TensorType::F32: return "f32";
-    case TensorType::F16: return "f16";
-    case TensorType::BF16: return "bf16";
-    case TensorType::Q8_0: return "q8_0";
-    case TensorType::Q4_0: return "q4_0";
-    case TensorType::Q4_1: return "q4_1";
-    case TensorType::Q5_0: return "q5_0";
-    case TensorType::Q5_1: return "q5_1";
-    case TensorType::IQ4_NL: return "iq4_nl";
-    case TensorType::Q2_K: return "q2_k";
-    case TensorType::Q3_K: return "q3_k";
-    case TensorType::Q4_K: return "q4_k";
-    case TensorType::Q5_K: return "q5_k";
-    case TensorType::Q6_K: return "q6_k";
-    }
-    return "?";
+    const TypeInfo *i = info(t);
+    return i ? i->name : "?";
 }
 
 bool parse_type(const std::string &name, TensorType *out) {

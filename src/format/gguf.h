@@ -37,6 +37,9 @@ enum class TensorType : uint32_t {
 // scale and 32 nibbles, value j in the low half of byte j, j + 16 in the high;
 // the K-quants super-blocks of 256).
 uint64_t row_bytes(TensorType t, int64_t ne0);
+// Values and bytes of one block of t (1 and 4 for F32); false for a type
+// sluice does not name.
+bool block_geometry(TensorType t, int *values, int *bytes);
 bool writable(TensorType t);
 // One stored row (row_bytes(t, ne0) bytes at b) as ne0 floats, as ggml's
 // to_float gives them (gguf_dequant.cpp).

@@ -6,6 +6,7 @@
 // tests/llamacpp/kquant_dequant.py checks every type against ggml's own
 // to_float on random blocks (bit-identical).
 #include <cstring>
+#include <utility>
 
 #include "format/f16.h"
 #include "format/gguf.h"
@@ -25,6 +26,21 @@ inline void scale_min_k4(int j, const uint8_t *q, uint8_t *d, uint8_t *m) {
         *d = (uint8_t)((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
         *m = (uint8_t)((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
     }
+}
+
+// Blocks of 32 with one f16 scale: Q4_0's values are nibbles minus 8 (value
+// j in the low half of byte j, j + 16 in the high), Q8_0's int8.
+void q4_0(const uint8_t *b, float *y) {
+    const float d = f16_scale(rd16(b));
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((b[2 + j] & 15) - 8);
+        y[j + 16] = d * (float)((b[2 + j] >> 4) - 8);
+    }
+}
+
+void q8_0(const uint8_t *b, float *y) {
+    const float d = f16_scale(rd16(b));
+    for (int j = 0; j < 32; j++) y[j] = d * (float)(int8_t)b[2 + j];
 }
 
 // Blocks of 32 with one f16 scale d (and an f16 offset m for the _1 types);
@@ -168,50 +184,18 @@ void dequant_row(TensorType t, const uint8_t *b, int64_t ne0, float *o) {
             std::memcpy(&o[i], &u, 4);
         }
         return;
-    case TensorType::Q4_0:
-        for (int64_t k = 0; k < ne0 / 32; k++) {
-            const float d = f16_scale(rd16(b + 18 * k));
-            const uint8_t *q = b + 18 * k + 2;
-            for (int j = 0; j < 16; j++) {
-                o[32 * k + j] = d * (float)((q[j] & 15) - 8);
-                o[32 * k + 16 + j] = d * (float)((q[j] >> 4) - 8);
-            }
-        }
-        return;
-    case TensorType::Q8_0:
-        for (int64_t k = 0; k < ne0 / 32; k++) {
-            const float d = f16_scale(rd16(b + 34 * k));
-            for (int j = 0; j < 32; j++) o[32 * k + j] = d * (float)(int8_t)b[34 * k + 2 + j];
-        }
-        return;
-    case TensorType::Q4_1:
-        for (int64_t k = 0; k < ne0 / 32; k++) q4_1(b + 20 * k, o + 32 * k);
-        return;
-    case TensorType::Q5_0:
-        for (int64_t k = 0; k < ne0 / 32; k++) q5_0(b + 22 * k, o + 32 * k);
-        return;
-    case TensorType::Q5_1:
-        for (int64_t k = 0; k < ne0 / 32; k++) q5_1(b + 24 * k, o + 32 * k);
-        return;
-    case TensorType::IQ4_NL:
-        for (int64_t k = 0; k < ne0 / 32; k++) iq4_nl(b + 18 * k, o + 32 * k);
-        return;
-    case TensorType::Q2_K:
-        for (int64_t k = 0; k < ne0 / kQK; k++) q2_k(b + 84 * k, o + kQK * k);
-        return;
-    case TensorType::Q3_K:
-        for (int64_t k = 0; k < ne0 / kQK; k++) q3_k(b + 110 * k, o + kQK * k);
-        return;
-    case TensorType::Q4_K:
-        for (int64_t k = 0; k < ne0 / kQK; k++) q4_k(b + 144 * k, o + kQK * k);
-        return;
-    case TensorType::Q5_K:
-        for (int64_t k = 0; k < ne0 / kQK; k++) q5_k(b + 176 * k, o + kQK * k);
-        return;
-    case TensorType::Q6_K:
-        for (int64_t k = 0; k < ne0 / kQK; k++) q6_k(b + 210 * k, o + kQK * k);
-        return;
+    default: break;
     }
+    static constexpr std::pair<TensorType, void (*)(const uint8_t *, float *)> kBlocks[] = {
+        {TensorType::Q4_0, q4_0}, {TensorType::Q8_0, q8_0}, {TensorType::Q4_1, q4_1}, {TensorType::Q5_0, q5_0},
+        {TensorType::Q5_1, q5_1}, {TensorType::IQ4_NL, iq4_nl}, {TensorType::Q2_K, q2_k}, {TensorType::Q3_K, q3_k},
+        {TensorType::Q4_K, q4_k}, {TensorType::Q5_K, q5_k}, {TensorType::Q6_K, q6_k},
+    };
+    int values = 0, bytes = 0;
+    if (!block_geometry(t, &values, &bytes)) return;
+    for (const auto &[type, fn] : kBlocks)
+        if (type == t)
+            for (int64_t k = 0; k < ne0 / values; k++) fn(b + (int64_t)bytes * k, o + (int64_t)values * k);
 }
 
 }  // namespace sluice::gguf

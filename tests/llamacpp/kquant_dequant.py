@@ -28,7 +28,7 @@ import argparse, os, struct, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llamacpp_prep import numpy, prepare  # noqa: E402
+from llamacpp_prep import finish, numpy, prepare  # noqa: E402
 
 # ggml type number, block values, block bytes, offsets of the f16 fields.
 TYPES = {
@@ -136,10 +136,7 @@ def main():
         print("refused, %s: exit %d, %s  %s" % (what, p.returncode, p.stderr.strip(), "OK" if ok else "FAIL"))
         if not ok:
             fails.append("%s: not refused as expected" % what)
-    if fails:
-        print("FAIL:\n  " + "\n  ".join(fails))
-        sys.exit(1)
-    print("PASS")
+    finish(fails)
 
 
 if __name__ == "__main__":

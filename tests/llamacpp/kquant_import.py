@@ -29,7 +29,7 @@ import argparse, collections, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llamacpp_prep import numpy, prepare  # noqa: E402
+from llamacpp_prep import finish, numpy, prepare  # noqa: E402
 from gguf_import import read_gguf  # noqa: E402
 
 NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K",
@@ -93,10 +93,7 @@ def main():
                "OK" if ok else "FAIL (corr >= %.2f)" % MIN_CORR))
         if not ok:
             fails.append("%s: correlation %.6f, argmax %d / %d" % (mix, corr, int(L.argmax()), int(S.argmax())))
-    if fails:
-        print("FAIL:\n  " + "\n  ".join(fails))
-        sys.exit(1)
-    print("PASS")
+    finish(fails)
 
 
 if __name__ == "__main__":

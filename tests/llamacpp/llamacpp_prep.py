@@ -23,6 +23,14 @@ def prepare(ddir):
     return ddir
 
 
+def finish(fails):
+    """Exits 1 listing the failures, or prints PASS."""
+    if fails:
+        print("FAIL:\n  " + "\n  ".join(fails))
+        sys.exit(1)
+    print("PASS")
+
+
 def skip(why):
     print("SKIP: " + why)
     sys.exit(77)
