@@ -24,11 +24,11 @@ when the file is opened; one of a type sluice does not read (IQ2_XXS) when
 it is read; both name the file and the tensor.
 SKIP (77) where numpy or the npm package is absent.
 """
-import argparse, os, struct, subprocess, sys
+import os, struct, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llamacpp_prep import finish, numpy, prepare  # noqa: E402
+from llamacpp_prep import driver_args, finish, numpy  # noqa: E402
 
 # ggml type number, block values, block bytes, offsets of the f16 fields.
 TYPES = {
@@ -72,15 +72,8 @@ def random_blocks(np, rng, nblocks, size, f16_at):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sluice", required=True)  # unused: the probe reads the files
-    ap.add_argument("--probe", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--driver-dir")
-    a = ap.parse_args()
     np = numpy()
-    os.makedirs(a.work, exist_ok=True)
-    ddir = prepare(a.driver_dir or a.work)
+    a, ddir = driver_args("--probe")  # --sluice unused: the probe reads the files
     driver = os.path.join(ddir, "llamacpp_logits")
     rng = np.random.default_rng(29)
     fails = []

@@ -25,11 +25,11 @@ in a dequantizer, measured: the Q4_K / Q5_K mins dropped, -0.0915 on Q4_K_M
 and 0.9525 on Q2_K; the Q2_K mins dropped, -0.0179 on Q2_K.
 SKIP (77) where numpy or the npm package is absent.
 """
-import argparse, collections, os, subprocess, sys
+import collections, os, subprocess, sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from llamacpp_prep import finish, numpy, prepare  # noqa: E402
+from llamacpp_prep import driver_args, finish, numpy  # noqa: E402
 from gguf_import import read_gguf  # noqa: E402
 
 NAMES = {0: "F32", 1: "F16", 2: "Q4_0", 3: "Q4_1", 6: "Q5_0", 7: "Q5_1", 8: "Q8_0", 10: "Q2_K", 11: "Q3_K",
@@ -48,14 +48,8 @@ def run(cmd, what):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sluice", required=True)
-    ap.add_argument("--work", required=True)
-    ap.add_argument("--driver-dir")
-    a = ap.parse_args()
     np = numpy()
-    os.makedirs(a.work, exist_ok=True)
-    ddir = prepare(a.driver_dir or a.work)
+    a, ddir = driver_args()
     driver, bins = os.path.join(ddir, "llamacpp_logits"), os.path.join(ddir, "bins")
 
     src = os.path.join(a.work, "kq.waste")

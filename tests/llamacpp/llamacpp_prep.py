@@ -23,6 +23,22 @@ def prepare(ddir):
     return ddir
 
 
+def driver_args(*extra):
+    """The arguments every driver-based check takes (--sluice, --work,
+    --driver-dir, and each name in extra as a required option); makes --work
+    and builds the driver there (or in --driver-dir). Returns (args, driver dir)."""
+    import argparse
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sluice", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--driver-dir", help="where prepare.sh builds the llama.cpp driver (default: --work)")
+    for name in extra:
+        ap.add_argument(name, required=True)
+    a = ap.parse_args()
+    os.makedirs(a.work, exist_ok=True)
+    return a, prepare(a.driver_dir or a.work)
+
+
 def finish(fails):
     """Exits 1 listing the failures, or prints PASS."""
     if fails:
