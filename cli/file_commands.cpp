@@ -107,7 +107,7 @@ void add_convert_command(CLI::App &app, ConvertArgs *a, CLI::App **out) {
     cv->option_defaults()->always_capture_default();
     cv->add_option("src", a->src,
                    "Hugging Face checkpoint directory (config.json, *.safetensors), or a GGUF file (kimi-linear, "
-                   "kimi-k3, deepseek2; f32/f16/bf16/q8_0/q4_0/q2_k..q6_k tensors)");
+                   "kimi-k3, deepseek2; tensors f32/f16/bf16, q4_0/q4_1/q5_0/q5_1/q8_0, q2_k..q6_k, iq4_nl/iq4_xs, mxfp4)");
     cv->add_option("dst", a->dst, "container directory to write (resumed if interrupted)");
     cv->add_option("--src", a->src, "the checkpoint directory or GGUF file (instead of the first positional)");
     cv->add_option("--out,-o", a->dst, "the container directory (instead of the second positional)");

@@ -9,7 +9,8 @@ namespace sluice::convert {
 const char* convert_usage() {
     return "usage: sluice convert SRC DST [options]\n"
            "  SRC  Hugging Face checkpoint directory (config.json, *.safetensors), or a GGUF\n"
-           "       file (kimi-linear, kimi-k3, deepseek2; f32/f16/bf16/q8_0/q4_0/q2_k..q6_k tensors)\n"
+           "       file (kimi-linear, kimi-k3, deepseek2; tensors f32/f16/bf16, q4_0/q4_1/q5_0/\n"
+           "       q5_1/q8_0, q2_k..q6_k, iq4_nl/iq4_xs, mxfp4)\n"
            "  DST  container directory to write (resumed if interrupted)\n"
            "  --trunk-bits 8|4|3   width of large trunk tensors (default 4)\n"
            "  --trunk8             every quantized trunk tensor Q8G\n"

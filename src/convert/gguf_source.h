@@ -6,7 +6,7 @@
 //
 // Architectures: kimi-linear, kimi-k3, deepseek2 (general.architecture).
 // Tensor types: what format/gguf_reader.h reads (F32, F16, BF16, Q8_0, Q4_0,
-// Q2_K to Q6_K);
+// Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4, Q2_K to Q6_K);
 // any other type of a tensor the mapping uses is refused at open, naming
 // the tensor and the type. Every key and tensor the mapping needs is checked
 // at open (presence, integer range, shape against the config), so a read

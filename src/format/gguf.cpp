@@ -16,7 +16,8 @@ constexpr TypeInfo kTypes[] = {
     {TensorType::Q8_0, "q8_0", 32, 34},    {TensorType::Q4_0, "q4_0", 32, 18},    {TensorType::Q4_1, "q4_1", 32, 20},
     {TensorType::Q5_0, "q5_0", 32, 22},    {TensorType::Q5_1, "q5_1", 32, 24},    {TensorType::IQ4_NL, "iq4_nl", 32, 18},
     {TensorType::Q2_K, "q2_k", 256, 84},   {TensorType::Q3_K, "q3_k", 256, 110}, {TensorType::Q4_K, "q4_k", 256, 144},
-    {TensorType::Q5_K, "q5_k", 256, 176},  {TensorType::Q6_K, "q6_k", 256, 210},
+    {TensorType::Q5_K, "q5_k", 256, 176},  {TensorType::Q6_K, "q6_k", 256, 210},  {TensorType::IQ4_XS, "iq4_xs", 256, 136},
+    {TensorType::MXFP4, "mxfp4", 32, 17},
 };
 
 const TypeInfo *info(TensorType t) {

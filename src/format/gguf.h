@@ -26,10 +26,10 @@ enum class ValueType : uint32_t {
 // Q4_0: `writable`). The rest are read only: the K-quants are what GGUF
 // downloads of large models hold, and llama.cpp's quantizer falls back to
 // Q4_1 / Q5_0 / Q5_1 / IQ4_NL / Q8_0 for rows that are not whole 256-value
-// super-blocks.
+// super-blocks; IQ4_XS is a common small download, MXFP4 K3's own expert format.
 enum class TensorType : uint32_t {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8, Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13,
-    Q6_K = 14, IQ4_NL = 20, BF16 = 30
+    Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30, MXFP4 = 39
 };
 
 // Bytes of one stored row of ne0 values; 0 when ne0 does not fit the type's

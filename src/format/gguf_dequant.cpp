@@ -1,8 +1,9 @@
 // GGUF tensor rows to float32, for `sluice convert` from a GGUF file. The
 // block layouts are ggml's (ggml-common.h); the K-quants are what GGUF
 // downloads of large models mostly hold (Q4_K_M mixes Q4_K and Q6_K, Q2_K /
-// Q3_K the smallest), and llama.cpp's quantizer puts Q4_1, Q5_0, Q5_1,
-// IQ4_NL or Q8_0 where a row is not whole super-blocks.
+// Q3_K the smallest; IQ4_XS), llama.cpp's quantizer puts Q4_1, Q5_0, Q5_1,
+// IQ4_NL or Q8_0 where a row is not whole super-blocks, and MXFP4 is K3's own
+// expert format.
 // tests/llamacpp/kquant_dequant.py checks every type against ggml's own
 // to_float on random blocks (bit-identical).
 #include <cstring>
@@ -74,12 +75,45 @@ void q5_1(const uint8_t *b, float *y) {
 }
 
 // IQ4_NL: Q4_0's layout with the nibbles indexing a fixed non-linear table.
+constexpr int8_t kIq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
 void iq4_nl(const uint8_t *b, float *y) {
-    static const int8_t kv[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
     const float d = f16_scale(rd16(b));
     for (int j = 0; j < 16; j++) {
-        y[j] = d * (float)kv[b[2 + j] & 0xF];
-        y[j + 16] = d * (float)kv[b[2 + j] >> 4];
+        y[j] = d * (float)kIq4nl[b[2 + j] & 0xF];
+        y[j + 16] = d * (float)kIq4nl[b[2 + j] >> 4];
+    }
+}
+
+// IQ4_XS, 136 bytes: d, scales_h (u16: two high bits per 32-value block),
+// scales_l[4] (a nibble per block), qs[128] (IQ4_NL's nibbles, 16 bytes a block).
+void iq4_xs(const uint8_t *b, float *y) {
+    const float d = f16_scale(rd16(b));
+    const uint16_t sh = rd16(b + 2);
+    const uint8_t *sl = b + 4, *qs = b + 8;
+    for (int ib = 0; ib < 8; ib++, y += 32, qs += 16) {
+        const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+        const float dl = d * (float)(ls - 32);
+        for (int j = 0; j < 16; j++) {
+            y[j] = dl * (float)kIq4nl[qs[j] & 0xF];
+            y[j + 16] = dl * (float)kIq4nl[qs[j] >> 4];
+        }
+    }
+}
+
+// MXFP4, 17 bytes: an E8M0 exponent e, then 32 FP4 (E2M1) codes as nibbles
+// (Q4_0's order). ggml stores the codes doubled ({0, 1, 2, 3, 4, 6, 8, 12}
+// and negatives) and halves the scale: 2^(e - 128), built from its bits
+// (e < 2 gives the subnormals 2^-128 and 2^-127).
+void mxfp4(const uint8_t *b, float *y) {
+    static constexpr int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const uint8_t e = b[0];
+    const uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float d;
+    std::memcpy(&d, &bits, 4);
+    for (int j = 0; j < 16; j++) {
+        y[j] = (float)kv[b[1 + j] & 0xF] * d;
+        y[j + 16] = (float)kv[b[1 + j] >> 4] * d;
     }
 }
 
@@ -189,7 +223,8 @@ void dequant_row(TensorType t, const uint8_t *b, int64_t ne0, float *o) {
     static constexpr std::pair<TensorType, void (*)(const uint8_t *, float *)> kBlocks[] = {
         {TensorType::Q4_0, q4_0}, {TensorType::Q8_0, q8_0}, {TensorType::Q4_1, q4_1}, {TensorType::Q5_0, q5_0},
         {TensorType::Q5_1, q5_1}, {TensorType::IQ4_NL, iq4_nl}, {TensorType::Q2_K, q2_k}, {TensorType::Q3_K, q3_k},
-        {TensorType::Q4_K, q4_k}, {TensorType::Q5_K, q5_k}, {TensorType::Q6_K, q6_k},
+        {TensorType::Q4_K, q4_k}, {TensorType::Q5_K, q5_k}, {TensorType::Q6_K, q6_k}, {TensorType::IQ4_XS, iq4_xs},
+        {TensorType::MXFP4, mxfp4},
     };
     int values = 0, bytes = 0;
     if (!block_geometry(t, &values, &bytes)) return;

@@ -74,6 +74,8 @@ void encode_row(TensorType t, const float *x, int64_t n, uint8_t *out) {
     case TensorType::Q5_0:
     case TensorType::Q5_1:
     case TensorType::IQ4_NL:
+    case TensorType::IQ4_XS:
+    case TensorType::MXFP4:
     case TensorType::Q2_K:
     case TensorType::Q3_K:
     case TensorType::Q4_K:

@@ -5,7 +5,7 @@ from the GGUF files users download, which hold K-quants).
   kquant_dequant.py --sluice BIN --probe PROBE --work DIR [--driver-dir DIR]
 
 For each quantized type sluice reads from a GGUF (q4_0, q4_1, q5_0, q5_1,
-iq4_nl, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k) a GGUF file is written holding one tensor of random blocks (every byte
+iq4_nl, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_xs, mxfp4) a GGUF file is written holding one tensor of random blocks (every byte
 random, the f16 scales replaced by random finite values, 3 x 4096 blocks of
 32 or 3 x 512 super-blocks of 256), read back by gguf_dequant_probe (sluice's
 gguf::Reader::read_rows_f32) and by llama.cpp's ggml (the npm prebuilt's
@@ -43,7 +43,11 @@ TYPES = {
     "q4_k": (12, 256, 144, [0, 2]),
     "q5_k": (13, 256, 176, [0, 2]),
     "q6_k": (14, 256, 210, [208]),
+    "iq4_xs": (23, 256, 136, [0]),
+    "mxfp4": (39, 32, 17, []),
 }
+# E8M0 exponents (byte offsets): kept in 2^-28 .. 2^12, so no value overflows (and 0, 1, 2 once each).
+E8M0_AT = {"mxfp4": [0]}
 REL_TOL = 2.0 ** -20
 
 
@@ -63,11 +67,14 @@ def gguf_bytes(tensors):
     return body + b"\0" * ((-len(body)) % 32) + b"".join(blobs)
 
 
-def random_blocks(np, rng, nblocks, size, f16_at):
+def random_blocks(np, rng, nblocks, size, f16_at, e8m0_at):
     b = rng.integers(0, 256, size=(nblocks, size), dtype=np.uint8)
     for at in f16_at:
         h = rng.uniform(-0.05, 0.05, size=nblocks).astype(np.float16).view(np.uint8).reshape(nblocks, 2)
         b[:, at:at + 2] = h
+    for at in e8m0_at:
+        b[:, at] = rng.integers(100, 141, size=nblocks, dtype=np.uint8)
+        b[:3, at] = [0, 1, 2]  # the subnormal scales 2^-128 and 2^-127, and the first normal one
     return b.tobytes()
 
 
@@ -80,7 +87,7 @@ def main():
     tensors = []
     for name, (t, qk, size, f16_at) in TYPES.items():
         rows, ne0 = 3, (4096 if qk == 32 else 512) * qk
-        blocks = random_blocks(np, rng, rows * ne0 // qk, size, f16_at)
+        blocks = random_blocks(np, rng, rows * ne0 // qk, size, f16_at, E8M0_AT.get(name, []))
         tensors.append((name, t, ne0, rows, blocks))
     g = os.path.join(a.work, "kquants.gguf")
     with open(g, "wb") as f:

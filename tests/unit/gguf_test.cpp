@@ -309,12 +309,26 @@ TEST(Gguf, KQuantBlocksDecodeAsTheirLayoutSays) {
         EXPECT_EQ(y[0], 6.0f);
         EXPECT_EQ(y[16], -32.0f);  // value 16: code 0, no fifth bit: -16 x 2
     }
+    {
+        // MXFP4: exponent 127 (an MX scale of 1), E2M1 codes 7 (6.0) and 9
+        // (-0.5); exponent 0 is the subnormal 2^-128 times ggml's doubled codes.
+        std::vector<uint8_t> b(34, 0);
+        b[0] = 127, b[1] = 0x97;
+        b[17] = 0, b[18] = 0x07;
+        std::vector<float> y(64);
+        dequant_row(TensorType::MXFP4, b.data(), 64, y.data());
+        EXPECT_EQ(y[0], 6.0f);
+        EXPECT_EQ(y[16], -0.5f);
+        EXPECT_EQ(y[32], 12.0f * std::ldexp(1.0f, -128));
+    }
     // Block sizes, and the writer refuses what it only reads.
     EXPECT_EQ(row_bytes(TensorType::Q2_K, 512), 2u * 84);
     EXPECT_EQ(row_bytes(TensorType::Q3_K, 256), 110u);
     EXPECT_EQ(row_bytes(TensorType::Q5_K, 256), 176u);
     EXPECT_EQ(row_bytes(TensorType::Q4_K, 128), 0u);
     EXPECT_EQ(row_bytes(TensorType::IQ4_NL, 64), 36u);
+    EXPECT_EQ(row_bytes(TensorType::IQ4_XS, 512), 2u * 136);
+    EXPECT_EQ(row_bytes(TensorType::MXFP4, 64), 34u);
     Writer w;
     std::vector<float> v(256, 0.0f);
     const Status st = w.add_tensor("k.weight", {256, 1}, TensorType::Q4_K, from(v, 256));
