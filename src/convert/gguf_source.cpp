@@ -393,9 +393,8 @@ bool GgufSource::build(std::string* err) {
         }
         if (t->bytes == 0) {
             *err = P + ": tensor " + g + " is of ggml type " + gguf::ggml_type_name(t->type) +
-                   ", which sluice does not read (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, IQ4_XS, MXFP4 and Q2_K to Q6_K only: "
-                   "convert such a GGUF, or "
-                   "the Hugging Face release)";
+                   ", which sluice does not read (only " + gguf::read_type_names() +
+                   ": convert such a GGUF, or the Hugging Face release)";
             return nullptr;
         }
         if (squeeze(t->dims) != squeeze(ne)) {

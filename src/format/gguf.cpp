@@ -52,6 +52,12 @@ const char *type_name(TensorType t) {
     return i ? i->name : "?";
 }
 
+std::string read_type_names() {
+    std::string s;
+    for (const TypeInfo &i : kTypes) s += (s.empty() ? "" : ", ") + std::string(i.name);
+    return s;
+}
+
 bool parse_type(const std::string &name, TensorType *out) {
     for (TensorType t : {TensorType::F32, TensorType::F16, TensorType::Q8_0, TensorType::Q4_0, TensorType::BF16})
         if (name == type_name(t)) {

@@ -45,6 +45,9 @@ bool writable(TensorType t);
 // to_float gives them (gguf_dequant.cpp).
 void dequant_row(TensorType t, const uint8_t *b, int64_t ne0, float *o);
 const char *type_name(TensorType t);
+// Every type the reader decodes, by name ("f32, f16, ..."), for messages
+// refusing the others: derived from the one type table, so it cannot drift.
+std::string read_type_names();
 // Any ggml type number's name ("Q4_K"), for messages naming what a file
 // holds; "type N" for a number ggml does not define.
 std::string ggml_type_name(uint32_t t);

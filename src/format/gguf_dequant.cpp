@@ -104,7 +104,9 @@ void iq4_xs(const uint8_t *b, float *y) {
 // MXFP4, 17 bytes: an E8M0 exponent e, then 32 FP4 (E2M1) codes as nibbles
 // (Q4_0's order). ggml stores the codes doubled ({0, 1, 2, 3, 4, 6, 8, 12}
 // and negatives) and halves the scale: 2^(e - 128), built from its bits
-// (e < 2 gives the subnormals 2^-128 and 2^-127).
+// (e < 2 gives the subnormals 2^-128 and 2^-127). Not convert/numeric.cpp's
+// e8m0_to_f32 (the safetensors path, warp's decoding): that one reads e = 0
+// as 0, where a GGUF must decode as ggml does.
 void mxfp4(const uint8_t *b, float *y) {
     static constexpr int8_t kv[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
     const uint8_t e = b[0];

@@ -260,7 +260,7 @@ const TensorInfo *Reader::tensor(const std::string &name) const {
 Status Reader::read_rows_f32(const TensorInfo &t, int64_t row0, int64_t n, float *out) const {
     if (t.bytes == 0)
         return unsupported(path() + ": tensor " + t.name + " is of ggml type " + std::to_string(t.type) + " (" +
-                           ggml_type_name(t.type) + "), which sluice does not read (f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, iq4_nl, iq4_xs, mxfp4 and q2_k to q6_k only)");
+                           ggml_type_name(t.type) + "), which sluice does not read (only " + read_type_names() + ")");
     if (row0 < 0 || n < 0 || row0 + n > t.rows())
         return arg_error(path() + ": tensor " + t.name + ": rows " + std::to_string(row0) + "+" + std::to_string(n) +
                          " out of " + std::to_string(t.rows()));
